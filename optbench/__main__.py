@@ -1,0 +1,5 @@
+import sys
+
+from optbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,147 @@
+"""The ``optbench`` command: ``run`` (Hydra app), ``list`` and ``report``.
+
+Hydra has no subcommands, so ``main`` pops the subcommand and, for ``run``, hands the remaining
+arguments to the ``@hydra.main`` app: multirun (``-m``), ``--cfg job`` and ``--info`` keep working.
+Mistakes the user can fix answer in one line with exit code 2; failed checks exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from optbench.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from optbench.selection import did_you_mean
+
+CONFIG_MODULE = "optbench.suites"
+COMMANDS = ("run", "list", "report")
+USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps=N] [impl=[...]] [candidate=pkg.mod.Class] [-m] [--cfg job]
+       optbench list
+       optbench report <results.json | run directory> [--out DIR]"""
+
+_exit_codes: list[int] = []
+
+
+def fail(message: str) -> int:
+    print(f"optbench: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def config_names(group: str) -> list[str]:
+    folder = resources.files(CONFIG_MODULE) / group
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def precheck(overrides: list[str]) -> None:
+    """Reject unknown suite/device names (also in sweeps) before Hydra composes anything."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([o for o in overrides if not o.startswith("-")])
+    except Exception as exc:
+        raise UsageError(f"cannot parse overrides: {str(exc).splitlines()[0]}") from None
+    for override in parsed:
+        group = override.get_key_element()
+        if group in ("suite", "device"):
+            values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.get_value_element_as_str()]
+            for value in values:
+                if value not in config_names(group):
+                    raise UsageError(f"unknown {group} '{value}': {did_you_mean(value, config_names(group))}")
+
+
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name="config")
+def run_app(cfg: DictConfig) -> None:
+    from optbench.runner import SuiteRun
+
+    try:
+        results = SuiteRun(cfg, Path(HydraConfig.get().runtime.output_dir)).run()
+    except UsageError as exc:
+        _exit_codes.append(fail(str(exc)))
+        return
+    out = results.out_dir
+    print(f"results: {out / 'results.json'} (+ results.csv)\nreport:  {out / 'report.md'}")
+    print("verdict:", "FAIL" if results.failed else "PASS")
+    _exit_codes.append(EXIT_CHECK_FAILED if results.failed else EXIT_OK)
+
+
+def run_command(args: list[str]) -> int:
+    precheck(args)
+    if not any(a in ("-m", "--multirun") or a.startswith(("--cfg", "-c", "--info", "--help", "-h", "--hydra-help")) for a in args):
+        _compose_check(args)
+    _exit_codes.clear()
+    saved_argv = sys.argv
+    sys.argv = ["optbench run", *args]
+    try:
+        run_app()
+    finally:
+        sys.argv = saved_argv
+    return max(_exit_codes, default=EXIT_OK)
+
+
+def _compose_check(overrides: list[str]) -> None:
+    """Compose once with Hydra's compose API so a bad override is one line, not Hydra's error page."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+            compose(config_name="config", overrides=overrides)
+    except Exception as exc:
+        raise UsageError(str(exc).strip().splitlines()[0]) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def list_command(args: list[str]) -> int:
+    if args:
+        raise UsageError(f"'optbench list' takes no arguments, got {' '.join(args)}")
+    from optbench.listing import describe
+
+    print(describe())
+    return EXIT_OK
+
+
+def report_command(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="optbench report", description="Re-render the report of a saved run.")
+    parser.add_argument("results", type=Path, help="results.json, or the run directory holding it")
+    parser.add_argument("--out", type=Path, default=None, help="where to write report.md and plots (default: beside the results)")
+    ns = parser.parse_args(args)
+    from optbench.report import load_results, render_report
+
+    path = ns.results / "results.json" if ns.results.is_dir() else ns.results
+    if not path.is_file():
+        raise UsageError(f"no results file at {path}")
+    try:
+        meta, rows = load_results(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out = ns.out or path.parent
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"report: {render_report(meta, rows, out)}")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return EXIT_OK if args else EXIT_USAGE
+    command, rest = args[0], args[1:]
+    handlers = {"run": run_command, "list": list_command, "report": report_command}
+    if command not in handlers:
+        return fail(f"unknown command '{command}': {did_you_mean(command, COMMANDS)}")
+    try:
+        return handlers[command](rest)
+    except UsageError as exc:
+        return fail(str(exc))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""What the results were measured on: CPU/GPU, versions and the optbench git commit."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+import optbench
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_sha() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def machine_info(device: torch.device) -> dict:
+    return {
+        "cpu": _cpu_name(),
+        "cpu_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "optbench": optbench.__version__,
+        "git_sha": _git_sha(),
+    }

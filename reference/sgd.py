@@ -1,0 +1,27 @@
+"""SGD with momentum, dampening, Nesterov, L2 weight decay and maximize, as torch.optim.SGD.
+
+The momentum buffer is created on the first step as a copy of the (decayed) gradient, with no
+dampening, and exists only when ``momentum != 0``.
+"""
+
+import numpy as np
+
+
+def init(param: np.ndarray, hp: dict) -> dict:
+    return {}
+
+
+def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[np.ndarray, dict]:
+    lr = hp["lr"]
+    momentum, dampening = hp.get("momentum", 0.0), hp.get("dampening", 0.0)
+    weight_decay = hp.get("weight_decay", 0.0)
+    g = -grad if hp.get("maximize", False) else grad
+    if weight_decay != 0:
+        g = g + weight_decay * param
+    new_state = {}
+    if momentum != 0:
+        buf = state.get("momentum_buffer")
+        buf = g.copy() if buf is None else momentum * buf + (1.0 - dampening) * g
+        new_state["momentum_buffer"] = buf
+        g = g + momentum * buf if hp.get("nesterov", False) else buf
+    return param - lr * g, new_state
