@@ -43,7 +43,7 @@ def precheck(overrides: list[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        parsed = OverridesParser.create().parse_overrides([o for o in overrides if not o.startswith("-")])
+        parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as exc:
         raise UsageError(f"cannot parse overrides: {str(exc).splitlines()[0]}") from None
     for override in parsed:
@@ -71,9 +71,14 @@ def run_app(cfg: DictConfig) -> None:
 
 
 def run_command(args: list[str]) -> int:
-    precheck(args)
-    if not any(a in ("-m", "--multirun") or a.startswith(("--cfg", "-c", "--info", "--help", "-h", "--hydra-help")) for a in args):
-        _compose_check(args)
+    from hydra._internal.utils import get_args_parser  # Hydra's own flag parser: -m, --cfg job, ...
+
+    flags, unknown = get_args_parser().parse_known_args(args)
+    precheck(flags.overrides + unknown)
+    if not (flags.multirun or flags.cfg or flags.info or flags.help or flags.hydra_help):
+        from optbench.runner import SuiteRun
+
+        SuiteRun(_compose_check(flags.overrides), Path("."))  # validates device, dtypes, impls, candidate; writes nothing
     _exit_codes.clear()
     saved_argv = sys.argv
     sys.argv = ["optbench run", *args]
@@ -84,7 +89,7 @@ def run_command(args: list[str]) -> int:
     return max(_exit_codes, default=EXIT_OK)
 
 
-def _compose_check(overrides: list[str]) -> None:
+def _compose_check(overrides: list[str]) -> DictConfig:
     """Compose once with Hydra's compose API so a bad override is one line, not Hydra's error page."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -92,7 +97,7 @@ def _compose_check(overrides: list[str]) -> None:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            compose(config_name="config", overrides=overrides)
+            return compose(config_name="config", overrides=overrides)
     except Exception as exc:
         raise UsageError(str(exc).strip().splitlines()[0]) from None
     finally:
