@@ -163,7 +163,7 @@ def _roundtrip(rows: pd.DataFrame) -> pd.DataFrame:
     keys = ["impl", "dtype", "hparams"] if rt["dtype"].nunique() > 1 else ["impl", "hparams"]
     pos = _by_case(rt, "roundtrip.positional_misattributed", keys)
     name = _by_case(rt, "roundtrip.by_name_bitwise", keys)
-    out = _join(pos, name, lsuffix="_p").reset_index()
+    out = _join(pos.add_suffix("_p"), name).reset_index()
     return out[keys].assign(**{"positional misattributed": out["value_p"].map(lambda v: _num(v, ".0f")),
                                "positional detail": out["detail_p"].fillna(""),
                                "by-name bitwise": out["status"].fillna(""), "by-name detail": out["detail"].fillna("")})

@@ -110,6 +110,8 @@ class SuiteRun:
         for dtype, impls in runnable.items():
             eps = torch.finfo(DTYPES[dtype]).eps
             for hset in self.suite.hparams:
+                if hset.dtypes is not None and dtype not in hset.dtypes:
+                    continue
                 baseline = None
                 for impl in sorted(impls, key=lambda i: i.name != "for-loop"):
                     case = self.case(impl, dtype, hset.name)

@@ -42,6 +42,7 @@ class HparamSet:
     name: str
     options: dict
     groups: tuple[GroupSpec, ...] = ()
+    dtypes: tuple[str, ...] | None = None  # None: every dtype of the suite
 
     def group_options(self) -> list[dict]:
         """Full hyperparameters of each param group; group 0 holds everything unmatched."""
@@ -101,6 +102,7 @@ class Suite:
                 name=h.name,
                 options=_hp(h.options),
                 groups=tuple(GroupSpec(tuple(g.match), _hp(g.options)) for g in h.get("groups", [])),
+                dtypes=tuple(h.dtypes) if h.get("dtypes") else None,
             )
             for h in cfg.hparams
         )
