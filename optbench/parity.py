@@ -47,8 +47,8 @@ def err_eps(actual: np.ndarray, expected: np.ndarray, eps: float, scale: float =
 
 def as_array(value) -> np.ndarray | None:
     """A state value as float64 NumPy (tensors and Python numbers); None for anything else."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().to(device="cpu", dtype=torch.float64).numpy()
+    if isinstance(value, torch.Tensor):  # a copy: .to() returns float64 CPU tensors themselves
+        return value.detach().to(device="cpu", dtype=torch.float64, copy=True).numpy()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return np.float64(value)
     return None

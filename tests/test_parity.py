@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_module
 
 from optbench.kernels import torch_implementations
 from optbench.kernels.torch_variants import optimizer_class
-from optbench.parity import err_eps, run_parity, tolerance_eps
+from optbench.parity import cross_error, err_eps, run_parity, snapshot, tolerance_eps
 from optbench.suite import DTYPES, Suite
 from optbench.workload import generate
 
@@ -70,3 +70,13 @@ def test_state_in_float32_fails_at_float64():
     s = suite("adam")
     errors = run_parity(Implementation("f32", Float32State), s, s.hparams[0], generate(seed=0, steps=3), torch.float64, CPU).errors
     assert errors.err_eps.max() > 1e6
+
+
+def test_snapshots_are_copies_so_cross_checks_see_every_step():
+    p = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    opt = torch.optim.SGD([p], lr=0.1)
+    snap = snapshot(opt, {"w": p})
+    with torch.no_grad():
+        p.add_(1.0)
+    assert np.array_equal(snap[("w", "param")], np.ones(3))
+    assert cross_error([snap], [snapshot(opt, {"w": p})], 2.0**-52) > 1e10
