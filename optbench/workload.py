@@ -57,7 +57,7 @@ class Workload:
         """Fresh torch parameters, in spec order, rounded to ``dtype``."""
         params = {}
         for spec in self.specs:
-            value = torch.from_numpy(self.init[spec.name]).to(device=device, dtype=dtype)
+            value = torch.from_numpy(self.init[spec.name]).to(device=device, dtype=dtype, copy=True)
             if spec.kind == "noncontiguous":
                 value = value.t().contiguous().t()  # same values, column-major strides
             params[spec.name] = torch.nn.Parameter(value, requires_grad=spec.kind != "frozen")
@@ -69,7 +69,7 @@ class Workload:
         g = self.grads[step][name]
         if g is None:
             return None
-        dense = torch.from_numpy(g).to(device=like.device, dtype=like.dtype)
+        dense = torch.from_numpy(g).to(device=like.device, dtype=like.dtype, copy=True)
         if self.sparse_rows is not None:
             if like.dim() == 0:
                 return torch.sparse_coo_tensor(torch.zeros(0, 1, dtype=torch.long), dense.reshape(1), ()).coalesce()

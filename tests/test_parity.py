@@ -80,3 +80,11 @@ def test_snapshots_are_copies_so_cross_checks_see_every_step():
         p.add_(1.0)
     assert np.array_equal(snap[("w", "param")], np.ones(3))
     assert cross_error([snap], [snapshot(opt, {"w": p})], 2.0**-52) > 1e10
+
+
+def test_materialized_params_never_alias_the_workload():
+    wl = generate(seed=0, steps=1)
+    before = wl.init["embed.weight"].copy()
+    with torch.no_grad():
+        wl.materialize(torch.float64, CPU)["embed.weight"].add_(1.0)
+    assert np.array_equal(wl.init["embed.weight"], before)
