@@ -18,9 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-SCHEMA_VERSION = 1
-COLUMNS = ["suite", "optimizer", "impl", "dtype", "hparams", "device", "check", "fqn", "tensor",
-           "step", "metric", "value", "unit", "status", "detail"]
+from optbench.results import COLUMNS, SCHEMA_VERSION  # noqa: E402
 CASE = ["impl", "dtype", "hparams"]
 FORLOOP = "for-loop"
 PNG_META = {"Software": None}  # no version stamp: identical inputs give identical bytes

@@ -20,7 +20,7 @@ from optbench.errors import UsageError
 from optbench.machine import machine_info
 from optbench.parity import cross_error, run_parity, tolerance_eps
 from optbench.report import render_report
-from optbench.results import Results
+from optbench.results import SCHEMA_VERSION, Results
 from optbench.roundtrip import check_roundtrip
 from optbench.selection import resolve_device, resolve_dtypes, resolve_implementations
 from optbench.speed import measure_speed
@@ -102,7 +102,7 @@ class SuiteRun:
             self.run_speed(runnable)
         self.results.meta["wall_s"] = round(time.perf_counter() - started, 2)
         path = self.results.save()
-        render_report(self.results.meta | {"schema_version": 1}, self.results.table, path.parent)
+        render_report(self.results.meta | {"schema_version": SCHEMA_VERSION}, self.results.table, path.parent)
         return self.results
 
     def run_parity(self, runnable) -> None:
