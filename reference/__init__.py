@@ -1,26 +1,62 @@
-"""Float64 NumPy reference optimizers: the independent oracle.
+"""Float64 NumPy reference optimizers: the independent oracle torch is judged against.
 
-Each module implements one optimizer from its documented algorithm as two pure functions over
-one tensor, in the style of optax:
+The contract every module here keeps (one optimizer per module, written from the documented
+algorithm, never importing torch):
 
-    init(param, hp) -> state            # state keys spelled as torch spells them
+    init(param, hp) -> state
     update(param, grad, state, hp) -> (new_param, new_state)
 
-``hp`` holds the group's hyperparameters as torch spells them, plus ``dtype_eps`` (machine eps of
-the dtype under test, for algorithms whose defaults depend on it). Inputs are never mutated.
-This package must never import torch: it is the oracle torch is judged against.
+* ``param`` is a float64 ndarray of any shape (0-dim included, size 0 included); ``grad`` is a
+  float64 ndarray of the same shape, or for a sparse gradient a ``(indices, values)`` COO pair that
+  may be uncoalesced or hold explicit zeros (see ``sparse.coalesce``). A parameter whose gradient is
+  None that step is not passed at all (torch skips it: no state change).
+* ``hp`` holds the param group's full hyperparameters, spelled as the torch constructor spells them,
+  with every default filled in (Tensor hyperparameters arrive as Python floats, pairs as tuples),
+  plus ``dtype_eps``: machine eps of the dtype under test, for algorithms whose defaults use it.
+* State keys are spelled as torch spells them (``step``, ``exp_avg``, ``square_avg``, ...) so state is
+  compared by name; values are float64 ndarrays or NumPy scalars. Anything else a reference keeps
+  (a list, a string) is private to it and is not compared. Inputs are never mutated.
+* A module whose documented algorithm creates state at construction, for every parameter whether it
+  ever gets a gradient or not (Adagrad's accumulator), sets ``EAGER_STATE = True``.
+* Where torch departs from its documented algorithm, the reference keeps the documented algorithm
+  (in float64) and the departure is a finding (docs/findings.md), never a copied behaviour.
+
+A closure-driven optimizer (LBFGS) sets ``KIND = "closure"`` and works on the flat vector of its
+group's parameters instead:
+
+    init(x, hp) -> state
+    step(x, objective, state, hp) -> (new_x, new_state, loss)
+
+where ``objective(x) -> (loss, grad)`` evaluates the seeded workload objective in float64.
 """
 
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
 from types import ModuleType
 
-from . import adafactor, adam, adamw, sgd, sparse_adam
+NOT_REFERENCES = {"sparse"}
 
-REFERENCES: dict[str, ModuleType] = {
-    "adam": adam,
-    "adamw": adamw,
-    "sgd": sgd,
-    "adafactor": adafactor,
-    "sparse_adam": sparse_adam,
-}
 
-__all__ = ["REFERENCES"]
+def builtin_names() -> list[str]:
+    """The references shipped with optbench (module names in this package)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in NOT_REFERENCES and not m.name.startswith("_"))
+
+
+def load_reference(name: str) -> ModuleType:
+    """A reference module by built-in name (``adam``) or by dotted path (``my_pkg.ref.lion``)."""
+    if "." in name and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a user's reference module in the current directory
+    module = importlib.import_module(name if "." in name else f"{__name__}.{name}")
+    kind = getattr(module, "KIND", "gradient")
+    needed = ("init", "step") if kind == "closure" else ("init", "update")
+    missing = [f for f in needed if not callable(getattr(module, f, None))]
+    if missing:
+        raise AttributeError(f"reference {name!r} has no {', '.join(missing)}(): see optbench.reference's contract")
+    return module
+
+
+__all__ = ["builtin_names", "load_reference"]

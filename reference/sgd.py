@@ -1,20 +1,25 @@
 """SGD with momentum, dampening, Nesterov, L2 weight decay and maximize, as torch.optim.SGD.
 
 The momentum buffer is created on the first step as a copy of the (decayed) gradient, with no
-dampening, and exists only when ``momentum != 0``.
+dampening, and exists only when ``momentum != 0``. A sparse ``(indices, values)`` gradient stands
+for its dense sum (duplicates add up), which is what torch's sparse arithmetic applies.
 """
 
 import numpy as np
+
+from .sparse import to_dense
 
 
 def init(param: np.ndarray, hp: dict) -> dict:
     return {}
 
 
-def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[np.ndarray, dict]:
+def update(param: np.ndarray, grad, state: dict, hp: dict) -> tuple[np.ndarray, dict]:
     lr = hp["lr"]
     momentum, dampening = hp.get("momentum", 0.0), hp.get("dampening", 0.0)
     weight_decay = hp.get("weight_decay", 0.0)
+    if isinstance(grad, tuple):
+        grad = to_dense(*grad, param.shape)
     g = -grad if hp.get("maximize", False) else grad
     if weight_decay != 0:
         g = g + weight_decay * param

@@ -1,12 +1,14 @@
 """SparseAdam as torch.optim.SparseAdam documents it: Adam masked to the gradient's stored entries.
 
-The gradient is given in COO form as ``(indices, values)``: ``indices`` an int array [sparse_dim, nnz]
-of (unique) coordinates into the leading dimensions, ``values`` [nnz, *dense_dims]. Only those entries
-of the moments and the parameter change; ``step`` counts every call, also one with no entries.
+The gradient is given in COO form as ``(indices, values)`` (see ``sparse``): duplicates are summed
+first (torch coalesces), explicitly stored zeros are entries like any other. Only those entries of
+the moments and the parameter change; ``step`` counts every call, also one with no entries.
 No weight decay; ``maximize`` flips the gradient.
 """
 
 import numpy as np
+
+from .sparse import coalesce
 
 
 def init(param: np.ndarray, hp: dict) -> dict:
@@ -16,6 +18,8 @@ def init(param: np.ndarray, hp: dict) -> dict:
 def update(param: np.ndarray, grad: tuple, state: dict, hp: dict) -> tuple[np.ndarray, dict]:
     lr, (beta1, beta2), eps = hp["lr"], hp["betas"], hp["eps"]
     indices, values = grad
+    if np.asarray(indices).shape[0]:
+        indices, values = coalesce(indices, values)
     step = state["step"] + 1.0
     new_state = {"step": step, "exp_avg": state["exp_avg"].copy(), "exp_avg_sq": state["exp_avg_sq"].copy()}
     if values.size == 0:
