@@ -1,4 +1,4 @@
-"""torch.optim's own variants of an optimizer: for-loop, foreach, fused and torch.compile'd."""
+"""An optimizer class's own variants: for-loop, foreach, fused and torch.compile'd."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import inspect
 
 import torch
 
+from .candidate import load_optimizer_class
 from .implementation import Implementation
 
 TORCH_VARIANTS = ("for-loop", "foreach", "fused", "compiled")
@@ -23,14 +24,16 @@ def torch_implementations(optimizer_class: type) -> dict[str, Implementation]:
         impls["foreach"] = Implementation("foreach", optimizer_class, {"foreach": True})
     if _accepts(optimizer_class, "fused"):
         impls["fused"] = Implementation("fused", optimizer_class, {"fused": True})
-    # The compiled step is torch's for-loop step through torch.compile (inductor), as torch's
+    # The compiled step is the for-loop step through torch.compile (inductor), as torch's
     # compiled-optimizer recipe does.
     impls["compiled"] = Implementation("compiled", optimizer_class, dict(impls["for-loop"].flags), compiled=True)
     return impls
 
 
 def optimizer_class(name: str) -> type:
-    """torch.optim.<name>, e.g. ``Adafactor``."""
+    """torch.optim.<name> (e.g. ``Adafactor``), or any optimizer class by dotted path."""
+    if "." in name:
+        return load_optimizer_class(name, what="suite optimizer")
     cls = getattr(torch.optim, name, None)
     if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
         raise LookupError(f"torch.optim has no optimizer {name!r} in torch {torch.__version__}")

@@ -1,29 +1,31 @@
-"""The ``optbench`` command: ``run`` (Hydra app), ``list`` and ``report``.
+"""The ``optbench`` command: ``run`` (Hydra app), ``list``, ``report`` and ``coverage``.
 
 Hydra has no subcommands, so ``main`` pops the subcommand and, for ``run``, hands the remaining
-arguments to the ``@hydra.main`` app: multirun (``-m``), ``--cfg job`` and ``--info`` keep working.
-Mistakes the user can fix answer in one line with exit code 2; failed checks exit 1.
+arguments to the ``@hydra.main`` app: multirun (``-m``), ``--cfg job``, ``--info`` and
+``--config-dir`` keep working. Mistakes the user can fix answer in one line with exit code 2;
+failed checks exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from importlib import resources
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from optbench.catalog import CONFIG_MODULE, suite_names
 from optbench.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 from optbench.selection import did_you_mean
 
-CONFIG_MODULE = "optbench.suites"
-COMMANDS = ("run", "list", "report")
-USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps=N] [impl=[...]] [candidate=pkg.mod.Class] [-m] [--cfg job]
+COMMANDS = ("run", "list", "report", "coverage")
+USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps=N] [impl=[...]] [checks=[...]]
+                    [candidate=pkg.mod.Class] [candidate_kwargs='{...}'] [options='{...}'] [--config-dir DIR] [-m] [--cfg job]
        optbench list
-       optbench report <results.json | run directory> [--out DIR]"""
+       optbench report <results.json | run directory> [--out DIR]
+       optbench coverage"""
 
 _exit_codes: list[int] = []
 
@@ -33,12 +35,16 @@ def fail(message: str) -> int:
     return EXIT_USAGE
 
 
-def config_names(group: str) -> list[str]:
+def config_names(group: str, config_dirs=()) -> list[str]:
+    if group == "suite":
+        return suite_names(config_dirs)
+    from importlib import resources
+
     folder = resources.files(CONFIG_MODULE) / group
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def precheck(overrides: list[str]) -> None:
+def precheck(overrides: list[str], config_dirs=()) -> None:
     """Reject unknown suite/device names (also in sweeps) before Hydra composes anything."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -51,8 +57,15 @@ def precheck(overrides: list[str]) -> None:
         if group in ("suite", "device"):
             values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.get_value_element_as_str()]
             for value in values:
-                if value not in config_names(group):
-                    raise UsageError(f"unknown {group} '{value}': {did_you_mean(value, config_names(group))}")
+                known = config_names(group, config_dirs)
+                if value not in known:
+                    raise UsageError(f"unknown {group} '{value}': {did_you_mean(value, known)}")
+
+
+def _config_dirs_of_run() -> list[str]:
+    """The ``--config-dir`` folders of the running Hydra app."""
+    sources = HydraConfig.get().runtime.config_sources
+    return [s.path for s in sources if s.provider == "command-line" and s.schema == "file"]
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name="config")
@@ -60,7 +73,7 @@ def run_app(cfg: DictConfig) -> None:
     from optbench.runner import SuiteRun
 
     try:
-        results = SuiteRun(cfg, Path(HydraConfig.get().runtime.output_dir)).run()
+        results = SuiteRun(cfg, Path(HydraConfig.get().runtime.output_dir), config_dirs=_config_dirs_of_run()).run()
     except UsageError as exc:
         _exit_codes.append(fail(str(exc)))
         return
@@ -74,11 +87,15 @@ def run_command(args: list[str]) -> int:
     from hydra._internal.utils import get_args_parser  # Hydra's own flag parser: -m, --cfg job, ...
 
     flags, unknown = get_args_parser().parse_known_args(args)
-    precheck(flags.overrides + unknown)
+    config_dirs = [str(Path(flags.config_dir).resolve())] if flags.config_dir else []
+    if flags.config_dir and not Path(flags.config_dir).is_dir():
+        raise UsageError(f"--config-dir {flags.config_dir}: no such directory")
+    precheck(flags.overrides + unknown, config_dirs)
     if not (flags.multirun or flags.cfg or flags.info or flags.help or flags.hydra_help):
         from optbench.runner import SuiteRun
 
-        SuiteRun(_compose_check(flags.overrides), Path("."))  # validates device, dtypes, impls, candidate; writes nothing
+        # validates suite, device, dtypes, impls, candidate, options; writes nothing
+        SuiteRun(compose_config(flags.overrides, config_dirs), Path("."), config_dirs=config_dirs)
     _exit_codes.clear()
     saved_argv = sys.argv
     sys.argv = ["optbench run", *args]
@@ -89,15 +106,16 @@ def run_command(args: list[str]) -> int:
     return max(_exit_codes, default=EXIT_OK)
 
 
-def _compose_check(overrides: list[str]) -> DictConfig:
+def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
     """Compose once with Hydra's compose API so a bad override is one line, not Hydra's error page."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    searchpath = [f"hydra.searchpath=[{','.join('file://' + d for d in config_dirs)}]"] if config_dirs else []
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            return compose(config_name="config", overrides=overrides)
+            return compose(config_name="config", overrides=[*searchpath, *overrides])
     except Exception as exc:
         raise UsageError(str(exc).strip().splitlines()[0]) from None
     finally:
@@ -108,6 +126,15 @@ def list_command(args: list[str]) -> int:
     if args:
         raise UsageError(f"'optbench list' takes no arguments, got {' '.join(args)}")
     from optbench.listing import describe
+
+    print(describe())
+    return EXIT_OK
+
+
+def coverage_command(args: list[str]) -> int:
+    if args:
+        raise UsageError(f"'optbench coverage' takes no arguments, got {' '.join(args)}")
+    from optbench.coverage import describe
 
     print(describe())
     return EXIT_OK
@@ -139,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return EXIT_OK if args else EXIT_USAGE
     command, rest = args[0], args[1:]
-    handlers = {"run": run_command, "list": list_command, "report": report_command}
+    handlers = {"run": run_command, "list": list_command, "report": report_command, "coverage": coverage_command}
     if command not in handlers:
         return fail(f"unknown command '{command}': {did_you_mean(command, COMMANDS)}")
     try:

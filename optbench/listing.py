@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import torch
-from hydra import compose, initialize_config_module
-from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
 
+from optbench.catalog import optimizer_suite_names, resolve, suite_files
 from optbench.kernels import torch_implementations
-from optbench.kernels.torch_variants import optimizer_class
 from optbench.suite import DTYPES, Suite
 
 
 def suites() -> list[Suite]:
-    from optbench.cli import CONFIG_MODULE, config_names
-
-    GlobalHydra.instance().clear()
-    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        found = [Suite.from_config(compose(config_name="config", overrides=[f"suite={n}"]).suite) for n in config_names("suite")]
-    GlobalHydra.instance().clear()
-    return found
+    files = suite_files()
+    return [resolve(OmegaConf.create(files[n].read_text(encoding="utf-8")))[0] for n in optimizer_suite_names()]
 
 
 def describe() -> str:
@@ -27,16 +21,20 @@ def describe() -> str:
     covered = set()
     for suite in suites():
         covered.add(suite.optimizer)
-        lines.append(f"  {suite.name:<11} {suite.optimizer:<11} dtypes {','.join(suite.dtypes)}; "
-                     f"hparams {','.join(h.name for h in suite.hparams)}")
+        findings = sorted({d.finding for d in suite.deviations})
+        lines.append(f"  {suite.name:<11} {suite.optimizer:<11} dtypes {','.join(suite.dtypes)}; {len(suite.hparams)} hparam sets"
+                     + (f"; declared findings {','.join(findings)}" if findings else ""))
         for device in devices:
             cells = []
-            for impl in torch_implementations(optimizer_class(suite.optimizer)).values():
+            for impl in torch_implementations(suite.optimizer_class()).values():
                 ok = [d for d in suite.dtypes if impl.available(device, DTYPES[d]) is None]
                 cells.append(f"{impl.name}({','.join(ok) if ok else 'unavailable'})")
             lines.append(f"    {device.type}: {' '.join(cells)}")
+    meta = [n for n in suite_files() if n not in optimizer_suite_names()]
     others = sorted(n for n in dir(torch.optim) if isinstance(getattr(torch.optim, n), type)
                     and issubclass(getattr(torch.optim, n), torch.optim.Optimizer) and n != "Optimizer" and n not in covered)
-    lines += ["", f"torch.optim optimizers without a suite yet: {', '.join(others)}",
-              "", "test your own optimizer: optbench run suite=adamw candidate=my_pkg.optim.MyAdamW"]
+    lines += ["", f"meta-suites: {', '.join(meta)}"]
+    if others:
+        lines.append(f"torch.optim optimizers without a suite yet: {', '.join(others)}")
+    lines += ["", "test your own optimizer: optbench run suite=adamw candidate=my_pkg.optim.MyAdamW"]
     return "\n".join(lines)

@@ -1,8 +1,9 @@
 """The tidy results table: one row per case and metric, saved atomically as JSON and CSV.
 
 The JSON file (``results.json``) is the record: schema version, machine, config and rows. The CSV
-(``results.csv``) holds the same rows for pandas/spreadsheets. Both are rewritten after every case,
-through a temporary file and ``os.replace``, so an interrupted run keeps everything measured so far.
+(``results.csv``) holds the same rows for pandas/spreadsheets. Both are rewritten through a temporary
+file and ``os.replace`` (never half-written) every few seconds and at the end; between rewrites every
+case's rows are appended to ``results.partial.jsonl`` at once, so an interrupted run loses nothing.
 """
 
 from __future__ import annotations
@@ -11,18 +12,33 @@ import json
 import math
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COLUMNS = [
     "suite", "optimizer", "impl", "dtype", "hparams", "device", "check",
     "fqn", "tensor", "step", "metric", "value", "unit", "status", "detail",
 ]
+# pass/fail: a check's verdict; error: the case raised; xfail/xpass: a declared deviation still
+# deviates / no longer does; unsupported: the implementation does not take this hparam set;
+# skip: cannot run here (device, dtype); info: a measurement without a verdict.
+STATUSES = ("pass", "fail", "error", "xfail", "xpass", "unsupported", "skip", "info")
 FAILING = {"fail", "error"}
+
+
+def row(labels: dict, *, check: str, metric: str, value: float, status: str = "info", unit: str = "",
+        detail: str = "", fqn: str = "", tensor: str = "", step: int | None = None) -> dict:
+    """One result row: the case's ``labels`` (suite, impl, dtype, ...) plus one metric."""
+    assert status in STATUSES, status
+    out = {c: "" for c in COLUMNS} | labels
+    out.update(check=check, metric=metric, value=float(value), status=status, unit=unit, detail=detail,
+               fqn=fqn, tensor=tensor, step=step)
+    return out
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -42,18 +58,26 @@ def _json_value(v):
 
 @dataclass
 class Results:
-    """Rows for one run; ``case(...)`` fixes the columns shared by one case's rows."""
+    """Rows for one run, with the run's metadata (machine, config, wall time)."""
 
     out_dir: Path
     meta: dict
     rows: list[dict] = field(default_factory=list)
+    save_every_s: float = 5.0
+    _saved_at: float = field(default=0.0, repr=False)
 
-    def add(self, *, metric: str, value: float, status: str = "info", unit: str = "", detail: str = "",
-            fqn: str = "", tensor: str = "", step: int | None = None, **case) -> None:
-        row = {c: "" for c in COLUMNS} | case
-        row.update(metric=metric, value=float(value), status=status, unit=unit, detail=detail,
-                   fqn=fqn, tensor=tensor, step=step)
-        self.rows.append(row)
+    @property
+    def journal(self) -> Path:
+        return self.out_dir / "results.partial.jsonl"
+
+    def extend(self, rows: list[dict]) -> None:
+        """Add one case's rows: appended to the journal now, in results.json at the next save."""
+        self.rows.extend(rows)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with self.journal.open("a", encoding="utf-8") as f:
+            f.writelines(json.dumps({k: _json_value(v) for k, v in r.items()}) + "\n" for r in rows)
+        if time.monotonic() - self._saved_at > self.save_every_s:
+            self.save()
 
     @property
     def table(self) -> pd.DataFrame:
@@ -65,13 +89,18 @@ class Results:
 
     def save(self) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        record = {
-            "schema_version": SCHEMA_VERSION,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            **self.meta,
-            "rows": [{k: _json_value(v) for k, v in r.items()} for r in self.rows],
-        }
+        header = {"schema_version": SCHEMA_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  **self.meta}
+        rows = ",\n".join(json.dumps({k: _json_value(v) for k, v in r.items()}, allow_nan=False) for r in self.rows)
+        text = json.dumps(header, indent=1, allow_nan=False)[:-2] + ',\n "rows": [\n' + rows + "\n ]\n}\n"
         path = self.out_dir / "results.json"
-        _atomic_write(path, json.dumps(record, indent=1, allow_nan=False))
+        _atomic_write(path, text)
         _atomic_write(self.out_dir / "results.csv", self.table.to_csv(index=False))
+        self._saved_at = time.monotonic()
+        return path
+
+    def finish(self) -> Path:
+        """The final save; the journal is no longer needed."""
+        path = self.save()
+        self.journal.unlink(missing_ok=True)
         return path

@@ -1,17 +1,19 @@
-"""Turn the run config into concrete choices: device, dtypes, implementations (or a UsageError)."""
+"""Turn the run config into concrete choices (device, dtypes, steps, implementations, candidate,
+ad-hoc options), or a one-line UsageError naming what is wrong and what would be right."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
+from dataclasses import replace
 
 import torch
 from omegaconf import DictConfig, ListConfig
 
 from optbench.errors import UsageError
-from optbench.kernels import TORCH_VARIANTS, Implementation, candidate_implementation, torch_implementations
-from optbench.kernels.candidate import CandidateError
-from optbench.kernels.torch_variants import optimizer_class
-from optbench.suite import DTYPES, Suite
+from optbench.hyperparameters import plain
+from optbench.kernels import TORCH_VARIANTS, CandidateError, Implementation, candidate_implementation, torch_implementations
+from optbench.suite import DTYPES, HparamSet, Suite
 
 
 def did_you_mean(name: str, choices) -> str:
@@ -27,6 +29,24 @@ def _names(value, what: str) -> list[str]:
     if not names:
         raise UsageError(f"{what}=[] selects nothing")
     return [str(n) for n in names]
+
+
+def _int(cfg: DictConfig, key: str, minimum: int) -> int:
+    value = cfg.get(key)
+    try:
+        number = int(value)
+        if number != float(value):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise UsageError(f"{key}={value}: need a whole number") from None
+    if number < minimum:
+        raise UsageError(f"{key}={value}: need at least {minimum}")
+    return number
+
+
+def resolve_steps(cfg: DictConfig) -> tuple[int, int]:
+    """(steps, seed), validated."""
+    return _int(cfg, "steps", 1), _int(cfg, "seed", 0)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -45,21 +65,75 @@ def resolve_dtypes(cfg: DictConfig, suite: Suite) -> list[str]:
     return chosen
 
 
-def resolve_implementations(cfg: DictConfig, suite: Suite) -> list[Implementation]:
-    """torch's variants (all, or ``impl=``), or with ``candidate=`` the candidate and the for-loop."""
-    try:
-        variants = torch_implementations(optimizer_class(suite.optimizer))
-    except LookupError as exc:
-        raise UsageError(str(exc)) from None
-    names = _names(cfg.impl, "impl")
-    if cfg.candidate:
-        try:
-            candidate = candidate_implementation(str(cfg.candidate))
-        except CandidateError as exc:
-            raise UsageError(str(exc)) from None
-        return [candidate] + [variants[n] for n in (names or ["for-loop"]) if n != "candidate"]
+def resolve_compile_dtypes(cfg: DictConfig) -> tuple[str, ...] | None:
+    """The dtypes the compiled variant runs at (None: every dtype)."""
+    value = cfg.get("compile_dtypes", "all")
+    names = _names(value, "compile_dtypes")
     for name in names:
-        if name not in variants:
+        if name not in DTYPES:
+            raise UsageError(f"unknown compile_dtypes entry '{name}': {did_you_mean(name, DTYPES)}")
+    return tuple(names) or None
+
+
+def resolve_compile_hparams(cfg: DictConfig) -> tuple[str, ...] | None:
+    """The hparam sets the compiled variant runs (None: all)."""
+    names = _names(cfg.get("compile_hparams", "all"), "compile_hparams")
+    return tuple(names) or None
+
+
+def _mapping(cfg: DictConfig, key: str) -> dict:
+    value = plain(cfg.get(key))
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{key}= must be a mapping like {key}='{{lr: 0.05, amsgrad: true}}', got {value!r}")
+    return dict(value)
+
+
+def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
+    """With ``options='{...}'`` the suite runs exactly that one hparam set, named ``options``."""
+    options = _mapping(cfg, "options")
+    if not options and cfg.get("options") is None:
+        return suite
+    cls = suite.optimizer_class()
+    if cls is not None:
+        from optbench.hyperparameters import accepts
+
+        unknown = accepts(cls, options)
+        if unknown:
+            raise UsageError(f"options: {cls.__name__} takes no {', '.join(unknown)}")
+    hset = HparamSet("options", options)
+    return replace(suite, hparams=(hset,), roundtrip_hparams="options")
+
+
+def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:
+    try:
+        return candidate_implementation(str(cfg.candidate), _mapping(cfg, "candidate_kwargs"))
+    except CandidateError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementation | None,
+                            lenient: bool = False) -> list[Implementation]:
+    """The suite optimizer's variants (all, or ``impl=``), the candidate first if there is one
+    (then only the for-loop runs beside it unless ``impl=`` says more). ``lenient`` (meta-suites)
+    ignores ``impl=`` names a suite's optimizer does not offer."""
+    try:
+        cls = suite.optimizer_class()
+    except (LookupError, CandidateError) as exc:
+        raise UsageError(f"suite {suite.name!r}: {exc}") from None
+    variants = torch_implementations(cls) if cls is not None else {}
+    names = _names(cfg.impl, "impl")
+    if candidate is None and cls is None:
+        raise UsageError(f"suite {suite.name!r} has no optimizer of its own: pass candidate=my_pkg.MyOptimizer")
+    if candidate is not None:
+        names = [n for n in (names or ["for-loop"]) if n != "candidate" and n in variants]
+        return [candidate] + [variants[n] for n in names]
+    for name in names:
+        if name not in variants and not (lenient and name in TORCH_VARIANTS):
             known = [v for v in TORCH_VARIANTS if v in variants]
-            raise UsageError(f"{suite.optimizer} has no implementation '{name}': {did_you_mean(name, known)}")
-    return [variants[n] for n in names] if names else list(variants.values())
+            raise UsageError(f"{cls.__name__} has no implementation '{name}': {did_you_mean(name, known)}")
+    chosen = [variants[n] for n in names if n in variants] if names else list(variants.values())
+    if not chosen and not lenient:
+        raise UsageError(f"impl={names} selects nothing {cls.__name__} offers")
+    return chosen

@@ -1,19 +1,23 @@
-"""A suite: one optimizer, its reference, the dtypes and hyperparameter sets to check it under.
+"""A suite: one optimizer, its reference, and what to check it under.
 
-Suites are data (``suites/suite/<name>.yaml``); this module turns the composed config into typed
-objects and splits a workload's named parameters into torch param groups by glob patterns.
+Suites are data (``suites/suite/<name>.yaml``, or a user's ``--config-dir``); this module turns the
+composed config into typed objects. Hyperparameter sets list only what differs from the optimizer's
+defaults (``optbench.hyperparameters`` completes them); param groups are chosen by glob patterns over
+parameter names; declared deviations and error inputs are data too.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from types import ModuleType
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from optbench.reference import REFERENCES
+from optbench.hyperparameters import complete, constructor_defaults, for_torch, plain
+from optbench.reference import load_reference
 
 DTYPES = {
     "float64": torch.float64,
@@ -21,12 +25,7 @@ DTYPES = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
-
-
-def _hp(options) -> dict:
-    """Hyperparameters as torch takes them: YAML lists become tuples (betas, eps pairs)."""
-    plain = OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options)
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in plain.items()}
+PARAM_FILTERS = {"all": lambda spec: True, "2d": lambda spec: len(spec.shape) == 2}
 
 
 @dataclass(frozen=True)
@@ -40,12 +39,15 @@ class GroupSpec:
 @dataclass(frozen=True)
 class HparamSet:
     name: str
-    options: dict
+    options: dict  # only what differs from the defaults, in YAML form ({tensor: x} for Tensors)
     groups: tuple[GroupSpec, ...] = ()
     dtypes: tuple[str, ...] | None = None  # None: every dtype of the suite
+    workload: str | None = None  # None: the suite's workload
+    impls: tuple[str, ...] | None = None  # None: every implementation; else only these (see ``note``)
+    note: str = ""  # why, when the set is limited to some dtypes or implementations
 
     def group_options(self) -> list[dict]:
-        """Full hyperparameters of each param group; group 0 holds everything unmatched."""
+        """Options of each param group (YAML form); group 0 holds everything unmatched."""
         return [dict(self.options)] + [{**self.options, **g.options} for g in self.groups]
 
     def assign(self, names: list[str]) -> list[list[str]]:
@@ -59,60 +61,199 @@ class HparamSet:
             assigned[index].append(name)
         return assigned
 
-    def param_groups(self, params: dict[str, torch.Tensor], order: list[str] | None = None) -> list[dict]:
-        """torch param groups of (name, tensor) pairs; ``order`` permutes names within groups."""
+    def torch_groups(self, params: dict[str, torch.Tensor], order: list[str] | None = None) -> list[dict]:
+        """torch param groups of (name, tensor) pairs, each with only its own overrides (the set's
+        options go to the constructor, as users write it); ``order`` permutes names within groups."""
         names = order if order is not None else list(params)
+        overrides = [{}] + [g.options for g in self.groups]
         return [
-            {"params": [(n, params[n]) for n in group_names], **opts}
-            for group_names, opts in zip(self.assign(names), self.group_options())
+            {"params": [(n, params[n]) for n in group_names], **for_torch(opts)}
+            for group_names, opts in zip(self.assign(names), overrides)
             if group_names
         ]
 
+    def build(self, impl, params: dict[str, torch.Tensor], order: list[str] | None = None):
+        """``impl`` built on ``params`` with this set: options as constructor arguments, groups as dicts."""
+        return impl.build(self.torch_groups(params, order), for_torch(self.options))
+
+    def reference_hp(self, names: list[str], defaults: dict, extra: dict) -> dict[str, dict]:
+        """Each name's full hyperparameters as the reference sees them."""
+        return {
+            name: {**complete(opts, defaults), **extra}
+            for group_names, opts in zip(self.assign(names), self.group_options())
+            for name in group_names
+        }
+
+
+def _glob(value) -> str:
+    return "*" if value is None else str(value)
+
+
+def _keys(c, allowed: set[str], what: str) -> None:
+    """A typo in a suite file (or YAML reading ``on:`` as True) is an error, not a silent default."""
+    unknown = sorted(str(k) for k in c.keys() if str(k) not in allowed)
+    if unknown:
+        raise ValueError(f"{what} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+
 
 @dataclass(frozen=True)
-class KnownFailure:
-    """An upstream bug the suite declares: that FQN is checked on its own and expected to fail."""
+class Deviation:
+    """An upstream departure from the documented algorithm, declared with its finding id.
 
-    fqn: str
+    It applies to cases whose impl, dtype and hparams match the globs, and to tensors whose FQN and
+    tensor name match. Matching tensors are judged apart: xfail while they deviate, xpass once fixed;
+    past ``max_err_eps`` (if given) it is not the known deviation and fails. With ``raises`` the step
+    raises on the parameters it names (fqn, size, kind): they are left out of the case's workload and
+    checked alone; naming none, the whole case is expected to raise (xfail while it does).
+    """
+
+    finding: str
     reason: str
+    impl: str = "*"
+    dtype: str = "*"
+    hparams: str = "*"
+    fqn: str = "*"
+    tensor: str = "*"
+    raises: str | None = None
+    max_err_eps: float | None = None
+    size: str = "any"  # "zero": only zero-size parameters; "scalar": only 0-dim ones
+    kind: str = "*"  # glob over the workload's parameter kinds (dense, frozen, noncontiguous, sometimes_none)
+
+    @property
+    def whole_case(self) -> bool:
+        """A ``raises`` deviation that names no parameter: the case itself is expected to raise."""
+        return bool(self.raises) and self.fqn == "*" and self.size == "any" and self.kind == "*"
+
+    def matches_shape(self, shape: tuple[int, ...]) -> bool:
+        if self.size == "zero":
+            return 0 in shape
+        return self.size != "scalar" or len(shape) == 0
+
+    def matches_spec(self, spec) -> bool:
+        """Whether a workload parameter (a ParamSpec) is one this deviation names."""
+        return (fnmatch.fnmatchcase(spec.name, self.fqn) and self.matches_shape(spec.shape)
+                and fnmatch.fnmatchcase(spec.kind, self.kind))
+
+    def matches_case(self, impl: str, dtype: str, hparams: str) -> bool:
+        return all(fnmatch.fnmatchcase(v, p) for v, p in ((impl, self.impl), (dtype, self.dtype), (hparams, self.hparams)))
+
+    def matches_tensor(self, fqn: str, tensor: str) -> bool:
+        return fnmatch.fnmatchcase(fqn, self.fqn) and fnmatch.fnmatchcase(tensor, self.tensor)
+
+    @classmethod
+    def from_config(cls, c) -> Deviation:
+        _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size", "kind"},
+              "a deviation")
+        return cls(finding=str(c.finding), reason=" ".join(str(c.reason).split()), impl=_glob(c.get("impl")),
+                   dtype=_glob(c.get("dtype")), hparams=_glob(c.get("hparams")), fqn=_glob(c.get("fqn")),
+                   tensor=_glob(c.get("tensor")), raises=c.get("raises"),
+                   max_err_eps=float(c.max_err_eps) if c.get("max_err_eps") is not None else None,
+                   size=str(c.get("size", "any")), kind=_glob(c.get("kind")))
+
+
+@dataclass(frozen=True)
+class ErrorInput:
+    """An invalid use torch must reject: built (or, ``at: step``, stepped) this way it must raise
+    ``raises`` (or warn, for a Warning class) with a message matching ``match``."""
+
+    desc: str
+    options: dict = field(default_factory=dict)
+    params: str = "default"  # a shape of params from optbench.checks.error_inputs.PARAMS
+    raises: str = "ValueError"
+    match: str = ""
+    at: str = "construct"  # or "step" (YAML reads a key named "on" as a boolean, hence "at")
+    grad: str = "dense"  # the gradients a step gets: dense or sparse
+
+    @classmethod
+    def from_config(cls, c) -> ErrorInput:
+        _keys(c, {"desc", "options", "params", "raises", "match", "at", "grad"}, f"error input {c.get('desc')!r}")
+        return cls(desc=str(c.desc), options=plain(c.get("options", {})) or {}, params=str(c.get("params", "default")),
+                   raises=str(c.get("raises", "ValueError")), match=str(c.get("match", "")), at=str(c.get("at", "construct")),
+                   grad=str(c.get("grad", "dense")))
 
 
 @dataclass(frozen=True)
 class Suite:
     name: str
-    optimizer: str
+    optimizer: str | None  # torch.optim class name or dotted path; None: only a candidate runs
     reference_name: str
     dtypes: tuple[str, ...]
     hparams: tuple[HparamSet, ...]
     roundtrip_hparams: str
-    sparse: bool = False
-    known_failures: tuple[KnownFailure, ...] = ()
+    workload: str = "transformer"
+    params: str = "all"  # which workload parameters the optimizer takes: all, or 2d (Muon)
+    workload_sizes: dict = field(default_factory=dict)  # overrides of the run's workload width/layers/vocab
+    reference_options: dict = field(default_factory=dict)  # reference-only knobs, merged into hp
+    update_precision: str | None = None  # a dtype whose eps bounds each update's precision by design
+    deviations: tuple[Deviation, ...] = ()
+    error_inputs: tuple[ErrorInput, ...] = ()
+    description: str = ""
 
     def hparam_set(self, name: str) -> HparamSet:
         return next(h for h in self.hparams if h.name == name)
 
-    @property
+    @cached_property
     def reference(self) -> ModuleType:
-        return REFERENCES[self.reference_name]
+        return load_reference(self.reference_name)
+
+    @property
+    def closure_driven(self) -> bool:
+        return getattr(self.reference, "KIND", "gradient") == "closure"
+
+    def optimizer_class(self) -> type | None:
+        from optbench.kernels import optimizer_class
+
+        return optimizer_class(self.optimizer) if self.optimizer else None
+
+    def defaults(self, fallback_class: type | None = None) -> dict:
+        """The constructor defaults the reference completes hparam sets from."""
+        cls = self.optimizer_class() or fallback_class
+        return constructor_defaults(cls) if cls is not None else {}
+
+    def workload_of(self, hset: HparamSet) -> str:
+        return hset.workload or self.workload
+
+    def deviations_for(self, impl: str, dtype: str, hparams: str) -> list[Deviation]:
+        return [d for d in self.deviations if d.matches_case(impl, dtype, hparams)]
+
+    def restricted(self, *, hparams: list[str] | None = None, dtypes: list[str] | None = None) -> Suite:
+        """This suite with only some hparam sets (by name; unknown names ignored) and dtypes."""
+        from dataclasses import replace
+
+        keep = tuple(h for h in self.hparams if hparams is None or h.name in hparams) or self.hparams[:1]
+        roundtrip = self.roundtrip_hparams if any(h.name == self.roundtrip_hparams for h in keep) else keep[0].name
+        return replace(self, hparams=keep, roundtrip_hparams=roundtrip,
+                       dtypes=tuple(d for d in self.dtypes if dtypes is None or d in dtypes) or tuple(dtypes or self.dtypes))
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Suite:
+        for h in cfg.hparams:
+            _keys(h, {"name", "options", "groups", "dtypes", "workload", "impls", "note"}, f"hparam set {h.get('name')!r}")
         hparams = tuple(
             HparamSet(
-                name=h.name,
-                options=_hp(h.options),
-                groups=tuple(GroupSpec(tuple(g.match), _hp(g.options)) for g in h.get("groups", [])),
+                name=str(h.name),
+                options=plain(h.get("options", {})) or {},
+                groups=tuple(GroupSpec(tuple(g.match), plain(g.options)) for g in h.get("groups", [])),
                 dtypes=tuple(h.dtypes) if h.get("dtypes") else None,
+                workload=h.get("workload"),
+                impls=tuple(h.impls) if h.get("impls") else None,
+                note=" ".join(str(h.get("note", "")).split()),
             )
             for h in cfg.hparams
         )
         return cls(
-            name=cfg.name,
-            optimizer=cfg.optimizer,
-            reference_name=cfg.reference,
+            name=str(cfg.name),
+            optimizer=cfg.get("optimizer"),
+            reference_name=str(cfg.reference),
             dtypes=tuple(cfg.dtypes),
             hparams=hparams,
-            roundtrip_hparams=cfg.get("roundtrip_hparams", hparams[0].name),
-            sparse=bool(cfg.get("sparse", False)),
-            known_failures=tuple(KnownFailure(k.fqn, " ".join(k.reason.split())) for k in cfg.get("known_failures", [])),
+            roundtrip_hparams=str(cfg.get("roundtrip_hparams") or hparams[0].name),
+            workload=str(cfg.get("workload", "transformer")),
+            params=str(cfg.get("params", "all")),
+            workload_sizes=plain(cfg.get("workload_sizes", {})) or {},
+            reference_options=plain(cfg.get("reference_options", {})) or {},
+            update_precision=cfg.get("update_precision"),
+            deviations=tuple(Deviation.from_config(d) for d in cfg.get("deviations", [])),
+            error_inputs=tuple(ErrorInput.from_config(e) for e in cfg.get("error_inputs", [])),
+            description=" ".join(str(cfg.get("description", "")).split()),
         )

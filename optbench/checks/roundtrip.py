@@ -14,11 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from optbench.cases import Case, Outcome, RunContext
 from optbench.kernels import Implementation
-from optbench.parity import as_array, set_gradients, snapshot
+from optbench.results import row
 from optbench.state_by_name import load_state_dict_by_name
-from optbench.suite import HparamSet
-from optbench.workload import Workload
+from optbench.suite import DTYPES, HparamSet, Suite
+from optbench.trajectory import as_array, set_gradients, snapshot
+from optbench.workloads import Workload
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class RoundTrip:
 
 
 def _run(impl, hset, params, order, workload, steps: range, state_dict=None, loader=None):
-    stepper = impl.build(hset.param_groups(params, order), hset.options)
+    stepper = hset.build(impl, params, order)
     if state_dict is not None:
         loader(stepper.optimizer, state_dict)
     for step in steps:
@@ -82,7 +84,7 @@ def check_roundtrip(impl: Implementation, hset: HparamSet, workload: Workload, d
 
     # torch's positional load: which names end up holding another parameter's state?
     fresh = _clone(params)
-    optimizer = impl.build(hset.param_groups(fresh, permuted), hset.options).optimizer
+    optimizer = hset.build(impl, fresh, permuted).optimizer
     try:
         optimizer.load_state_dict(loaded)
         attached = {n: optimizer.state.get(p, {}) for n, p in fresh.items()}
@@ -107,3 +109,35 @@ def check_roundtrip(impl: Implementation, hset: HparamSet, workload: Workload, d
         if not mismatched else f"continued run differs from the uninterrupted run at {len(mismatched)} tensors, e.g. {', '.join(mismatched[:3])}"
     )
     return RoundTrip(wrong, detail, not mismatched, by_name_detail)
+
+
+class RoundTripCheck:
+    """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``."""
+
+    name = "roundtrip"
+    requires = ()
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        dtype, hset = str(ctx.cfg.roundtrip.dtype), suite.hparam_set(suite.roundtrip_hparams)
+        return [Case(suite, impl, dtype, hset, ctx.device) for impl in ctx.impls[suite.name]
+                if not ctx.unavailable(impl, dtype)]
+
+    def group(self, case: Case) -> tuple:
+        return (case.suite.name, self.name)
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        if case.suite.closure_driven:
+            return Outcome([row(case.labels, check="roundtrip", metric="roundtrip.by_name_bitwise", value=0, status="skip",
+                                detail="not applicable: a closure-driven optimizer (LBFGS) keeps its whole state as flat "
+                                       "vectors under its first parameter, so no state belongs to a name")])
+        rt = ctx.cfg.roundtrip
+        workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
+        r = check_roundtrip(case.impl, case.hset, workload, DTYPES[case.dtype], ctx.device, int(rt.save_at))
+        rows = [row(case.labels, check="roundtrip", metric="roundtrip.positional_misattributed",
+                    value=len(r.positional_misattributed), unit="fqns", detail=r.positional_detail),
+                row(case.labels, check="roundtrip", metric="roundtrip.by_name_bitwise", value=float(r.by_name_bitwise),
+                    status="pass" if r.by_name_bitwise else "fail", detail=r.by_name_detail)]
+        line = (f"  {'PASS' if r.by_name_bitwise else 'FAIL':5} round-trip {case.impl_name:>10}: by name "
+                f"{'bit-exact' if r.by_name_bitwise else 'DIFFERS'}; positional misattributed "
+                f"{len(r.positional_misattributed)} FQNs")
+        return Outcome(rows, line)

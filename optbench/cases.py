@@ -1,0 +1,123 @@
+"""Cases: one thing to check (suite x implementation x dtype x hyperparameter set), and the run
+context checks share (the resolved choices, the workloads, a scratch space per group of cases).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+import torch
+from omegaconf import DictConfig
+
+from optbench.kernels import Implementation
+from optbench.suite import DTYPES, PARAM_FILTERS, HparamSet, Suite
+from optbench.workloads import Workload, build
+
+
+@dataclass(frozen=True)
+class Case:
+    """One unit of work of one check. ``skip`` carries the reason when it cannot run here."""
+
+    suite: Suite
+    impl: Implementation | None
+    dtype: str = ""
+    hset: HparamSet | None = None
+    device: torch.device = torch.device("cpu")
+    label: str = ""  # what the hparams column shows when there is no hparam set (e.g. an error input)
+    skip: str = ""
+
+    @property
+    def impl_name(self) -> str:
+        return self.impl.name if self.impl is not None else "torch"
+
+    @property
+    def labels(self) -> dict:
+        """The columns every result row of this case carries."""
+        return {"suite": self.suite.name, "optimizer": self.suite.optimizer or "", "impl": self.impl_name,
+                "dtype": self.dtype, "hparams": self.hset.name if self.hset else self.label, "device": self.device.type}
+
+    @property
+    def trajectory_group(self) -> tuple:
+        """Cases that share a workload and so can be compared with each other."""
+        return (self.suite.name, "trajectory", self.dtype, self.hset.name if self.hset else "")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running one case produced: result rows and an optional console line."""
+
+    rows: list[dict]
+    line: str = ""
+
+
+@dataclass
+class RunContext:
+    """What every check of one run shares."""
+
+    cfg: DictConfig
+    device: torch.device
+    steps: int
+    seed: int
+    impls: dict[str, list[Implementation]]  # suite name -> implementations to check
+    dtypes: dict[str, list[str]]  # suite name -> dtypes to check
+    compile_dtypes: tuple[str, ...] | None  # None: the compiled variant runs at every dtype
+    compile_hparams: tuple[str, ...] | None = ("default",)  # None: every hparam set; "default": see below
+    candidate: Implementation | None = None
+    scratch: dict = field(default_factory=dict)  # per group of cases; cleared between groups
+    _workloads: dict = field(default_factory=dict, repr=False)
+    _available: dict = field(default_factory=dict, repr=False)
+
+    def unavailable(self, impl: Implementation, dtype: str) -> str:
+        """Why ``impl`` cannot run at ``dtype`` on this device ("" if it can), probed once."""
+        key = (impl.name, impl.optimizer_class, dtype)
+        if key not in self._available:
+            why = impl.available(self.device, DTYPES[dtype])
+            if not why and impl.compiled and not self.runs_compiled_at(dtype):
+                why = (f"the compiled variant runs at {', '.join(self.compile_dtypes)} by default "
+                       "(compile_dtypes=all runs it at every dtype)")
+            self._available[key] = why or ""
+        return self._available[key]
+
+    def workload(self, suite: Suite, hset: HparamSet | None, dtype: str, steps: int | None = None,
+                 purpose: str = "parity") -> Workload:
+        """The seeded workload an hparam set runs on, with the suite's parameter filter and without
+        FQNs a declared deviation says raise (those are checked alone)."""
+        name = suite.workload_of(hset) if hset is not None else suite.workload
+        raising = tuple(d for d in suite.deviations if d.raises and not d.whole_case and fnmatch.fnmatchcase(dtype, d.dtype)
+                        and (hset is None or fnmatch.fnmatchcase(hset.name, d.hparams)))
+        sizes = tuple(sorted(suite.workload_sizes.items())) if purpose != "speed" else ()
+        return self._workload(name, dtype, steps or self.steps, purpose, suite.params, raising, sizes)
+
+    def _workload(self, name: str, dtype: str, steps: int, purpose: str, params: str, raising: tuple,
+                  sizes: tuple = ()) -> Workload:
+        key = (name, dtype, steps, purpose, params, raising, sizes)
+        if key not in self._workloads:
+            if len(self._workloads) > 16:
+                self._workloads.clear()
+            self._workloads[key] = self._generate(*key)
+        return self._workloads[key]
+
+    def _generate(self, name: str, dtype: str, steps: int, purpose: str, params: str, raising: tuple,
+                  suite_sizes: tuple) -> Workload:
+        sizes = {**(self.cfg.speed if purpose == "speed" else self.cfg.workload), **dict(suite_sizes)}
+        by_dtype = self.cfg.workload.grad_log10_range_by_dtype
+        grad_range = tuple(by_dtype.get(dtype, self.cfg.workload.grad_log10_range))
+        full = build(name, seed=self.seed, steps=steps, width=int(sizes["width"]), layers=int(sizes["layers"]),
+                     vocab=int(sizes["vocab"]), grad_log10_range=grad_range)
+        keep = PARAM_FILTERS[params]
+        return full.restricted(lambda spec: keep(spec) and not any(d.matches_spec(spec) for d in raising))
+
+    def runs_compiled_at(self, dtype: str) -> bool:
+        return self.compile_dtypes is None or dtype in self.compile_dtypes
+
+    def compiled_hparams(self, suite: Suite) -> list[str] | None:
+        """The hparam sets the compiled variant runs (None: all). ``first`` stands for the suite's first
+        set, ``default`` for it and the round-trip set (usually the one with several param groups)."""
+        if self.compile_hparams is None:
+            return None
+        names = []
+        for name in self.compile_hparams:
+            names += ([suite.hparams[0].name, suite.roundtrip_hparams] if name == "default"
+                      else [suite.hparams[0].name] if name == "first" else [name])
+        return list(dict.fromkeys(names))

@@ -1,0 +1,21 @@
+"""The checks, as a registry: each turns cases into result rows through ``checks.base.Check``.
+
+Registry order is run order within a group of cases (parity before cross, which reads its
+trajectories). ``optbench run checks=[...]`` picks by name.
+"""
+
+from __future__ import annotations
+
+from optbench.checks.base import Check
+from optbench.checks.cross import CrossCheck
+from optbench.checks.deviations import DeviationsCheck
+from optbench.checks.errors import ErrorsCheck
+from optbench.checks.memory import MemoryCheck
+from optbench.checks.parity import ParityCheck
+from optbench.checks.roundtrip import RoundTripCheck
+from optbench.checks.speed import SpeedCheck
+
+REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), DeviationsCheck(), RoundTripCheck(),
+                                                   ErrorsCheck(), SpeedCheck(), MemoryCheck())}
+
+__all__ = ["REGISTRY", "Check"]

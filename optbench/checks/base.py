@@ -1,0 +1,27 @@
+"""The one interface every check implements: cases in, result rows out."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from optbench.cases import Case, Outcome, RunContext
+from optbench.suite import Suite
+
+
+class Check(Protocol):
+    """A kind of evidence about an implementation.
+
+    ``cases`` lists the units of work for one suite; ``run`` turns one case into result rows (an
+    exception escaping ``run`` is recorded by the runner as an ``error`` row of that case). Checks
+    that read what another check left in ``ctx.scratch`` name it in ``requires``: the runner runs
+    cases of the same ``group`` together, in registry order, and clears the scratch between groups.
+    """
+
+    name: str
+    requires: tuple[str, ...]
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]: ...
+
+    def group(self, case: Case) -> tuple: ...
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome: ...

@@ -1,0 +1,45 @@
+"""Cross-implementation agreement: each variant's trajectory against torch's for-loop at the same dtype.
+
+It reads the snapshots the parity check kept for the same group (dtype x hparam set). Tensors under
+a declared deviation for either side are left out, as in parity. Each side may be ``tolerance_eps``
+away from the reference, so the bound is ``cross_tolerance_eps``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from optbench.accuracy import cross_error, cross_tolerance_eps
+from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.parity import BASELINE, ParityCheck
+from optbench.results import row
+from optbench.suite import DTYPES, Suite
+
+
+class CrossCheck:
+    name = "cross"
+    requires = ("parity",)
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        if not any(i.name == BASELINE for i in ctx.impls[suite.name]):
+            return []
+        return [c for c in ParityCheck().cases(suite, ctx) if not c.skip and c.impl.name != BASELINE]
+
+    def group(self, case: Case) -> tuple:
+        return case.trajectory_group
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        mine = ctx.scratch.get(("snapshots", case.impl_name))
+        base = ctx.scratch.get(("snapshots", BASELINE))
+        if mine is None or base is None:  # one side errored or was unsupported: parity says so already
+            return Outcome([])
+        skip = ctx.scratch.get(("declared", case.impl_name), set()) | ctx.scratch.get(("declared", BASELINE), set())
+        eps = torch.finfo(DTYPES[case.dtype]).eps
+        x = cross_error(mine, base, eps, skip=frozenset(skip))
+        bound = cross_tolerance_eps(len(base))
+        status = "pass" if x <= bound else "fail"
+        detail = f"max {x:.3g} eps against the for-loop (bound {bound:.3g} eps" + (
+            f", {len(skip)} declared-deviation tensors left out)" if skip else ")")
+        rows = [row(case.labels, check="cross", metric="parity.xmax_err_eps_vs_forloop", value=x, unit="eps",
+                    status=status, detail=detail)]
+        return Outcome(rows, "" if status == "pass" else f"  FAIL  cross  {case.impl_name:>10} {case.dtype:>8} {case.hset.name}: {detail}")

@@ -1,0 +1,106 @@
+"""Known deviations: upstream departures a suite declares, judged apart from everything else.
+
+A parity error row that matches a declared deviation does not decide the case's verdict; the
+deviation gets its own row: ``xfail`` while it still deviates, ``xpass`` once torch is fixed (time
+to remove the declaration), ``fail`` past its declared bound (then it is not the known deviation).
+A deviation that says the step ``raises`` on some FQN is checked here alone, on that FQN only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+import pandas as pd
+
+from optbench.cases import Case, Outcome, RunContext
+from optbench.results import row
+from optbench.suite import DTYPES, PARAM_FILTERS, Deviation, Suite
+from optbench.trajectory import run_trajectory
+from optbench.workloads import build
+
+
+def split(errors: pd.DataFrame, deviations: list[Deviation], shapes: dict[str, tuple]) -> tuple[
+        pd.DataFrame, list[tuple[Deviation, pd.DataFrame]]]:
+    """Errors no deviation covers, and each deviation's own errors (a row goes to the first match)."""
+    left = pd.Series(True, index=errors.index)
+    declared = []
+    for d in deviations:
+        mine = left & errors.fqn.map(lambda f: fnmatch.fnmatchcase(f, d.fqn) and d.matches_shape(shapes.get(f, (1,)))) \
+            & errors.tensor.map(lambda t: fnmatch.fnmatchcase(t, d.tensor))
+        if mine.any():
+            declared.append((d, errors[mine]))
+            left &= ~mine
+    return errors[left], declared
+
+
+def verdict(d: Deviation, errors: pd.DataFrame) -> tuple[str, str]:
+    """(status, what was observed) for one deviation's errors."""
+    worst = errors.loc[errors.err_eps.idxmax()]
+    where = f"{worst.fqn}/{worst.tensor} at step {worst.step}: {worst.err_eps:.3g} eps"
+    if d.max_err_eps is not None and worst.err_eps > d.max_err_eps:
+        return "fail", f"beyond the declared bound of {d.max_err_eps:.3g} eps, so not the known deviation: {where}"
+    if (errors.err_eps > errors.tol).any():
+        return "xfail", f"still deviates; worst {where}"
+    return "xpass", f"within tolerance now (worst {where}): remove the declaration once the fix is released"
+
+
+def deviation_rows(case: Case, declared) -> list[dict]:
+    out = []
+    for d, errors in declared:
+        status, seen = verdict(d, errors)
+        out.append(row(case.labels, check="deviation", metric="deviation.max_err_eps", value=errors.err_eps.max(),
+                       unit="eps", status=status, fqn=d.fqn, tensor=d.tensor,
+                       detail=f"{d.finding}: {d.reason} Observed: {seen}"))
+    return out
+
+
+class DeviationsCheck:
+    """Deviations that make the step raise, each run alone on the FQNs it names."""
+
+    name = "deviations"
+    requires = ()
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        out = []
+        for index, d in enumerate(suite.deviations):
+            if not d.raises or d.whole_case:  # a whole case that raises is judged by the parity check
+                continue
+            dtypes = [t for t in ctx.dtypes[suite.name] if fnmatch.fnmatchcase(t, d.dtype)]
+            hsets = [h for h in suite.hparams if fnmatch.fnmatchcase(h.name, d.hparams) and self._alone(suite, h, d, ctx).specs]
+            if not dtypes or not hsets:
+                continue
+            dtype = "float32" if "float32" in dtypes else dtypes[0]
+            for impl in ctx.impls[suite.name]:
+                if fnmatch.fnmatchcase(impl.name, d.impl) and not ctx.unavailable(impl, dtype):
+                    out.append(Case(suite, impl, dtype, hsets[0], ctx.device, label=str(index)))
+        return out
+
+    def group(self, case: Case) -> tuple:
+        return (case.suite.name, self.name)
+
+    @staticmethod
+    def _alone(suite: Suite, hset, d: Deviation, ctx: RunContext):
+        """The hparam set's workload (2 steps) with only the parameters the deviation names."""
+        sizes = {**ctx.cfg.workload, **suite.workload_sizes}
+        full = build(suite.workload_of(hset), seed=ctx.seed, steps=2, width=int(sizes["width"]), layers=int(sizes["layers"]),
+                     vocab=int(sizes["vocab"]), grad_log10_range=tuple(ctx.cfg.workload.grad_log10_range))
+        return full.restricted(lambda spec: d.matches_spec(spec) and PARAM_FILTERS[suite.params](spec))
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        suite, d = case.suite, case.suite.deviations[int(case.label)]
+        alone = self._alone(suite, case.hset, d, ctx)
+        try:
+            traj = run_trajectory(case.impl, case.hset, suite.reference, suite.defaults(case.impl.optimizer_class),
+                                  alone, DTYPES[case.dtype], ctx.device, reference_options=suite.reference_options)
+            ok = bool((traj.errors.err_eps <= traj.errors.tol).all())
+            status = "xpass" if ok else "fail"
+            seen = ("no longer raises and passes parity: remove the declaration once the fix is released" if ok
+                    else f"no longer raises {d.raises} but fails parity ({traj.errors.err_eps.max():.3g} eps)")
+        except Exception as exc:  # noqa: BLE001 - the declared failure is an exception
+            status = "xfail" if type(exc).__name__ == d.raises else "fail"
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            seen = f"{'still raises' if status == 'xfail' else 'raises'} {type(exc).__name__}: {message}"
+        labels = case.labels | {"hparams": case.hset.name}
+        rows = [row(labels, check="deviation", metric="deviation.observed", value=float(status == "xpass"), fqn=d.fqn,
+                    status=status, detail=f"{d.finding}: {d.reason} Observed: {seen}")]
+        return Outcome(rows, f"  {status.upper():5} deviation {case.impl_name:>10} {case.dtype:>8} {d.finding} {d.fqn}: {seen}")

@@ -1,0 +1,179 @@
+"""Parity: every implementation against the float64 reference, every step, every FQN and tensor.
+
+A case is one implementation x dtype x hyperparameter set. Its verdict is ``fail`` when any tensor
+no declared deviation covers is past ``tolerance_eps`` at any step; declared deviations get their
+own rows (``checks.deviations``). An implementation that does not take the hparam set is
+``unsupported``: a candidate lacking an option (its constructor has no such argument), or torch
+refusing a combination at construction with a ValueError. Anything else raised is an ``error``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from optbench.accuracy import tolerance_eps
+from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.deviations import deviation_rows, split
+from optbench.hyperparameters import accepts, describe
+from optbench.results import row
+from optbench.suite import DTYPES, Suite
+from optbench.trajectory import run_trajectory
+
+BASELINE = "for-loop"
+
+
+def update_eps(suite: Suite, dtype: str) -> float | None:
+    """The eps the one-step update check measures in, when the suite's optimizer computes its update
+    in a lower precision than ``dtype`` by design (Muon: bfloat16); None otherwise."""
+    if not suite.update_precision:
+        return None
+    floor = torch.finfo(DTYPES[suite.update_precision]).eps
+    return floor if torch.finfo(DTYPES[dtype]).eps < floor else None
+
+
+def unsupported(case: Case, ctx: RunContext) -> str:
+    """Why the implementation does not take this hparam set ("" if it does)."""
+    impl, hset = case.impl, case.hset
+    if impl.is_candidate:
+        missing = accepts(impl.optimizer_class, {k for opts in hset.group_options() for k in opts})
+        if missing:
+            return f"unsupported by candidate: its constructor takes no {', '.join(sorted(missing))}"
+    params = ctx.workload(case.suite, hset, case.dtype).materialize(DTYPES[case.dtype], ctx.device)
+    try:
+        hset.build(impl, params)
+    except TypeError as exc:
+        if impl.is_candidate and "unexpected keyword" in str(exc):
+            return f"unsupported by candidate: {exc}"
+        raise
+    except ValueError as exc:
+        if not impl.is_candidate:
+            return f"torch rejects this combination at construction: {str(exc).splitlines()[0]}"
+        raise
+    return ""
+
+
+class ParityCheck:
+    name = "parity"
+    requires = ()
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        out, skipped = [], set()
+        impls = sorted(ctx.impls[suite.name], key=lambda i: i.name != BASELINE)  # the baseline first
+        compiled = ctx.compiled_hparams(suite)
+        for dtype in ctx.dtypes[suite.name]:
+            for hset in suite.hparams:
+                if hset.dtypes is not None and dtype not in hset.dtypes:
+                    continue
+                for impl in impls:
+                    why = ctx.unavailable(impl, dtype)
+                    if not why and impl.compiled and compiled is not None and hset.name not in compiled:
+                        why = (f"the compiled variant runs on {', '.join(compiled)} by default "
+                               "(compile_hparams=all runs every set)")
+                    if why and (impl.name, dtype, why) not in skipped:
+                        skipped.add((impl.name, dtype, why))
+                        out.append(Case(suite, impl, dtype, None, ctx.device, skip=why))
+                    elif not why and hset.impls is not None and not impl.is_candidate and impl.name not in hset.impls:
+                        out.append(Case(suite, impl, dtype, hset, ctx.device, skip=f"set runs on {', '.join(hset.impls)} only: {hset.note}"))
+                    elif not why:
+                        out.append(Case(suite, impl, dtype, hset, ctx.device))
+        return out
+
+    def group(self, case: Case) -> tuple:
+        return case.trajectory_group
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        labels = case.labels
+        if case.skip and case.hset is not None:  # the hparam set itself excludes this implementation
+            return Outcome([row(labels, check="parity", metric="case.unsupported", value=1, status="unsupported",
+                                detail=case.skip)])
+        if case.skip:
+            return Outcome([row(labels, check="parity", metric="case.skipped", value=1, status="skip",
+                                detail=f"not available on {case.device.type}/{case.dtype}: {case.skip}")])
+        why = unsupported(case, ctx)
+        if why:
+            return Outcome([row(labels, check="parity", metric="case.unsupported", value=1, status="unsupported",
+                                detail=f"{why} (options: {describe(case.hset.options)})")],
+                           f"  UNSUP parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {why}")
+        suite = case.suite
+        workload = ctx.workload(suite, case.hset, case.dtype)
+        raising = [d for d in suite.deviations_for(case.impl_name, case.dtype, case.hset.name) if d.whole_case]
+        try:
+            traj = run_trajectory(case.impl, case.hset, suite.reference, suite.defaults(case.impl.optimizer_class),
+                                  workload, DTYPES[case.dtype], ctx.device, reference_options=suite.reference_options,
+                                  keep_snapshots=True, update_eps=update_eps(suite, case.dtype))
+        except Exception as exc:
+            declared = next((d for d in raising if type(exc).__name__ == d.raises), None)
+            if declared is None:
+                raise
+            seen = f"still raises {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            return Outcome([row(labels, check="deviation", metric="deviation.observed", value=0, status="xfail",
+                                detail=f"{declared.finding}: {declared.reason} Observed: {seen}"),
+                            row(labels, check="parity", metric="parity.max_err_eps", value=float("nan"), status="xfail",
+                                detail=f"the case raises, as declared ({declared.finding})")],
+                           f"  XFAIL parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {declared.finding}: {seen}")
+        ctx.scratch[("snapshots", case.impl_name)] = traj.snapshots
+        fixed = [row(labels, check="deviation", metric="deviation.observed", value=1, status="xpass",
+                     detail=f"{d.finding}: {d.reason} Observed: no longer raises: remove the declaration once the fix is released")
+                 for d in raising]
+        deviations = [d for d in suite.deviations_for(case.impl_name, case.dtype, case.hset.name) if not d.raises]
+        gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
+        ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor) for _, errs in declared for e in errs.itertuples()}
+        rows, line = self._rows(case, gated, declared)
+        rows += fixed
+        if traj.update_errors is not None:
+            rows, line = self._update_rows(case, traj.update_errors, rows, line)
+        return Outcome(rows, line)
+
+    def _update_rows(self, case: Case, errors, rows: list[dict], line: str) -> tuple[list[dict], str]:
+        """The one-step update check of a suite with an ``update_precision``: it gates the case too."""
+        precision = case.suite.update_precision
+        worst = float(errors.err_eps.max()) if len(errors) else 0.0
+        bound = tolerance_eps(1)
+        status = "fail" if worst > bound else "pass"
+        detail = f"each step's update from the implementation's own state, in {precision} eps of the update: worst {worst:.3g}"
+        if status == "fail":
+            first = errors[errors.err_eps > bound].iloc[0]
+            detail += f"; first past {bound:g}: step {first.step} {first.fqn}"
+            verdict = rows[0]
+            verdict["status"] = "fail"
+            verdict["detail"] = f"update check failed ({detail}); " + verdict["detail"]
+            line = (f"  FAIL  parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} update {worst:9.3g} "
+                    f"{precision} eps  ({detail})")
+        rows = rows + [row(case.labels, check="parity", metric="parity.update_max_err_eps", value=worst, unit=f"{precision} eps",
+                           status=status, detail=detail)]
+        rows += [row(case.labels, check="parity", metric="parity.update_max_err_eps", value=err, unit=f"{precision} eps", fqn=fqn,
+                     tensor="update") for fqn, err in errors.groupby("fqn").err_eps.max().items()]
+        return rows, line
+
+    def _rows(self, case: Case, gated, declared) -> tuple[list[dict], str]:
+        labels = case.labels
+        over = gated[gated.err_eps > gated.tol]
+        dev_rows = deviation_rows(case, declared)
+        dev_status = {r["status"] for r in dev_rows}
+        if len(over):
+            first = over.iloc[0]
+            status = "fail"
+            detail = (f"first past tolerance: step {first.step} {first.fqn}/{first.tensor}: "
+                      f"{first.err_eps:.3g} eps > {first.tol:.3g} eps")
+        else:
+            status = "fail" if "fail" in dev_status else "xfail" if "xfail" in dev_status else "xpass" if dev_status else "pass"
+            detail = "within tolerance" if len(gated) else "every tensor is under a declared deviation"
+            if len(gated):
+                worst = gated.loc[gated.err_eps.idxmax()]
+                detail += f"; worst {worst.fqn}/{worst.tensor} at step {worst.step}"
+        if declared:
+            detail += f"; declared deviations: {', '.join(sorted({d.finding for d, _ in declared}))}"
+        worst_err = float(gated.err_eps.max()) if len(gated) else 0.0
+        steps = int(gated.step.max()) if len(gated) else 0
+        tol = max(float(gated.tol.max()), tolerance_eps(steps)) if len(gated) else tolerance_eps(steps)
+        rows = [row(labels, check="parity", metric="parity.max_err_eps", value=worst_err, unit="eps", status=status, detail=detail),
+                row(labels, check="parity", metric="parity.tol_eps", value=tol, unit="eps")]
+        rows += [row(labels, check="parity", metric="parity.max_err_eps", value=err, unit="eps", fqn=fqn, tensor=tensor)
+                 for (fqn, tensor), err in gated.groupby(["fqn", "tensor"]).err_eps.max().items()]
+        rows += [row(labels, check="parity", metric="parity.step_max_err_eps", value=err, unit="eps", step=int(step))
+                 for step, err in gated.groupby("step").err_eps.max().items()]
+        rows += dev_rows
+        shown = {"pass": "PASS", "fail": "FAIL", "xfail": "XFAIL", "xpass": "XPASS"}[status]
+        line = (f"  {shown:5} parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} max {worst_err:9.3g} eps"
+                + ("" if status == "pass" else f"  ({detail})"))
+        return rows, line

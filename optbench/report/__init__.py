@@ -1,0 +1,53 @@
+"""Turn a results file into ``report.md`` with its tables, the parity matrix and PNG plots.
+
+``load_results`` reads and validates a results file; ``render_report`` writes the report beside it
+(or where asked): summary, machine, configuration, parity matrix (Markdown + ``parity_matrix.png``),
+parity cases, worst tensors, cross-implementation agreement, declared deviations, error inputs,
+state_dict round-trip, speed, memory, cases without a verdict, and the plots.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from optbench.report import matrix, plots, tables
+from optbench.report.load import load_results, normalize
+
+
+def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
+    """Write ``out_dir/report.md`` and its PNG plots; return the report's path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = normalize(rows)
+    cfg = meta.get("config") or {}
+    suite = (cfg.get("suite") or {}).get("name") or ", ".join(dict.fromkeys(rows["suite"]))
+    device = (cfg.get("device") or {}).get("name") or ", ".join(dict.fromkeys(rows["device"]))
+    machine = pd.DataFrame(list((meta.get("machine") or {}).items()), columns=["key", "value"])
+    wide = tables.speed_frame(rows)
+    parts = [f"# optbench: {suite or '?'} on {device or '?'}", tables.summary(rows),
+             "## Machine", tables.markdown(machine.fillna("-")),
+             "## Configuration", tables.markdown(tables.config_table(meta, rows))]
+    if matrix.heatmap(rows, out_dir / "parity_matrix.png"):
+        parts += ["## Parity matrix", "Worst error in units of the dtype's eps over every step, FQN and tensor "
+                  "no declared deviation covers. `FAIL`: past tolerance; `xfail`: a declared upstream deviation "
+                  "(see the deviations table and docs/findings.md); `n/a`: the implementation does not take that "
+                  "hparam set; `ERR`: it raised.", matrix.markdown(rows), "![parity matrix](parity_matrix.png)"]
+    sections = [("Parity cases", tables.parity(rows)), ("Worst tensors (failing cases, top 5)", tables.worst(rows)),
+                ("Cross-implementation agreement", tables.cross(rows)), ("Declared deviations", tables.deviations(rows)),
+                ("Error inputs", tables.errors(rows)), ("state_dict round-trip by name", tables.roundtrip(rows)),
+                ("Speed", tables.speed(wide)), ("Memory", tables.memory(rows)),
+                ("Cases without a verdict (errors, unsupported, skipped)", tables.not_run(rows))]
+    parts += [p for title, frame in sections if not frame.empty for p in (f"## {title}", tables.markdown(frame))]
+    images = [f"![{alt}]({name})" for alt, name, plot, data in (
+        ("step time", "step_time.png", plots.step_time, wide),
+        ("error vs step", "error_vs_step.png", plots.error_vs_step, rows)) if plot(data, out_dir / name)]
+    if images:
+        parts += ["## Plots", *images]
+    report = out_dir / "report.md"
+    report.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
+    return report
+
+
+__all__ = ["load_results", "render_report"]

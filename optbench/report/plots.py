@@ -1,0 +1,77 @@
+"""The report's plots: step time by implementation, and error against step with the tolerance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from optbench.accuracy import tolerance_eps  # noqa: E402
+from optbench.report.tables import metric  # noqa: E402
+
+PNG_META = {"Software": None}  # no version stamp: identical inputs give identical bytes
+
+
+def save(fig, path: Path) -> bool:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata=PNG_META)
+    plt.close(fig)
+    return True
+
+
+def step_time(wide: pd.DataFrame, path: Path) -> bool:
+    """Grouped bars: one group per dtype, one bar per impl (suite/impl if several suites); IQR/2 error bars."""
+    if wide.empty or wide["time.step_ms"].notna().sum() == 0:
+        path.unlink(missing_ok=True)
+        return False
+    many = wide["suite"].nunique() > 1
+    wide = wide.assign(label=(wide["suite"] + " " if many else "") + wide["impl"])
+    dtypes, labels = list(dict.fromkeys(wide["dtype"])), list(dict.fromkeys(wide["label"]))
+    width = 0.8 / len(labels)
+    fig, ax = plt.subplots(figsize=(min(40.0, max(8.0, 3 + 1.5 * len(dtypes) * max(1, len(labels) / 3))), 4.5))
+    for i, label in enumerate(labels):
+        sub = wide[wide["label"] == label].set_index("dtype").reindex(dtypes)
+        x = np.arange(len(dtypes)) + (i - (len(labels) - 1) / 2) * width
+        ax.bar(x, sub["time.step_ms"], width, yerr=sub["time.step_ms_iqr"].fillna(0) / 2, capsize=3, label=label)
+    finite = wide["time.step_ms"][np.isfinite(wide["time.step_ms"]) & (wide["time.step_ms"] > 0)]
+    if len(finite) and finite.max() / finite.min() > 50:
+        ax.set_yscale("log")
+    ax.set_xticks(np.arange(len(dtypes)), dtypes)
+    ax.set(ylabel="median step time (ms)", title="Step time by implementation (error bars: IQR/2)")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(labels) // 30)
+    return save(fig, path)
+
+
+def error_vs_step(rows: pd.DataFrame, path: Path) -> bool:
+    """Per-dtype log plot of ``parity.step_max_err_eps`` against step, with the tolerance. Only for
+    runs of one suite (a meta-suite's report shows the parity matrix instead)."""
+    sel = metric(rows, "parity.step_max_err_eps").dropna(subset=["step"])
+    if sel.empty or sel["suite"].nunique() > 1:
+        path.unlink(missing_ok=True)
+        return False
+    v = sel["value"].to_numpy(dtype=float)
+    pos = v[np.isfinite(v) & (v > 0)]
+    floor = pos.min() if len(pos) else 1e-3
+    top = 10 * (pos.max() if len(pos) else 1.0)
+    sel = sel.assign(y=np.where(np.isposinf(v), top, np.where(np.isfinite(v) & (v > 0), v, floor)),
+                     step=sel["step"].astype(float))
+    dtypes = list(dict.fromkeys(sel["dtype"]))
+    series = list(dict.fromkeys(zip(sel["impl"], sel["hparams"])))
+    colors = {k: plt.get_cmap("tab10" if len(series) <= 10 else "tab20")(i % 20) for i, k in enumerate(series)}
+    fig, axes = plt.subplots(len(dtypes), 1, sharex=True, squeeze=False, figsize=(9, 2.8 * len(dtypes) + 0.8))
+    steps = np.arange(1, int(sel["step"].max()) + 1)
+    for ax, dtype in zip(axes[:, 0], dtypes):
+        for (impl, hp), line in sel[sel["dtype"] == dtype].groupby(["impl", "hparams"], sort=False):
+            line = line.sort_values("step")
+            ax.plot(line["step"], line["y"], marker=".", color=colors[(impl, hp)], label=f"{impl} [{hp}]" if hp else impl)
+        ax.plot(steps, tolerance_eps(steps), "k--", linewidth=1, label="tolerance")
+        ax.set(yscale="log", title=dtype, ylabel="max err (eps)")
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(series) // 25)
+    fig.suptitle(f"Max error over tensors per step (0 drawn at {floor:.3g}, inf at {top:.3g})", fontsize="medium")
+    axes[-1, 0].set_xlabel("step")
+    return save(fig, path)

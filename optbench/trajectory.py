@@ -1,0 +1,224 @@
+"""Step an implementation and the float64 reference side by side and measure them after every step.
+
+Both start from the same dtype-rounded parameters and receive the same dtype-rounded gradients
+(captured before the implementation steps, so an optimizer that writes into ``.grad`` cannot hide it).
+A closure-driven optimizer (LBFGS) gets a closure over the workload's objective; the reference runs its
+own iterations and line search on the float64 objective, and a second, perturbed reference run sets
+the yardstick its tolerance scales with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from optbench.accuracy import err_eps, magnitude, tolerance_eps
+from optbench.kernels import Implementation
+from optbench.suite import HparamSet
+from optbench.workloads import Workload, reference_gradient
+
+
+# A closure-driven trajectory is held to max(tolerance_eps, YARDSTICK_FACTOR x the distance between the
+# exact reference and the reference fed objective values perturbed by the dtype's eps): an iterative
+# method with line searches amplifies rounding by its own conditioning (docs/tolerances.md).
+YARDSTICK_FACTOR = 10.0
+
+
+def as_array(value) -> np.ndarray | None:
+    """A state value as float64 NumPy (tensors and Python numbers); None for anything else."""
+    if isinstance(value, torch.Tensor):  # a copy: .to() returns float64 CPU tensors themselves
+        if value.is_sparse:
+            value = value.to_dense()
+        if value.is_complex():
+            return value.detach().to(device="cpu", dtype=torch.complex128, copy=True).numpy()
+        return value.detach().to(device="cpu", dtype=torch.float64, copy=True).numpy()
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return np.float64(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fiuc":
+        return value.astype(np.float64) if value.dtype.kind != "c" else value
+    return None
+
+
+def snapshot(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], np.ndarray]:
+    """Every parameter and state tensor, keyed (fqn, "param" | state key), as float64 NumPy."""
+    out = {}
+    for name, p in params.items():
+        out[(name, "param")] = as_array(p)
+        for key, value in optimizer.state.get(p, {}).items():
+            array = as_array(value)
+            if array is not None:
+                out[(name, key)] = array
+    return out
+
+
+def set_gradients(params: dict[str, torch.nn.Parameter], workload: Workload, step: int) -> None:
+    for name, p in params.items():
+        p.grad = workload.gradient(step, name, p) if p.requires_grad else None
+
+
+def objective_closure(optimizer: torch.optim.Optimizer, params: dict[str, torch.nn.Parameter], workload: Workload):
+    def closure():
+        optimizer.zero_grad(set_to_none=True)
+        loss = workload.objective.torch_loss(params)
+        loss.backward()
+        return loss
+
+    return closure
+
+
+@dataclass
+class Trajectory:
+    """Per-step errors against the reference; optionally the implementation's snapshots and, for
+    an optimizer whose update has a documented precision floor, the one-step update errors."""
+
+    errors: pd.DataFrame  # columns: step, fqn, tensor, err_eps, tol (the tolerance that row is held to)
+    snapshots: list[dict] = field(default_factory=list)
+    update_errors: pd.DataFrame | None = None  # columns: step, fqn, err_eps (in units of update_eps)
+
+
+def _update_error(reference, hp: dict, before: dict, after: dict, grads: dict, update_eps: float, scales: dict, step: int):
+    """Rows (step, fqn, err) of each parameter's update against the reference's update from the
+    implementation's own pre-step parameter and state: one step, no drift."""
+    rows = []
+    for name, grad in grads.items():
+        if grad is None:
+            continue
+        p0 = before[(name, "param")]
+        state = {k: v for (n, k), v in before.items() if n == name and k != "param"} or reference.init(p0, hp[name])
+        ref_param, _ = reference.update(p0, grad, state, hp[name])
+        ref_delta, delta = np.asarray(ref_param) - p0, after[(name, "param")] - p0
+        scales[name] = max(scales.get(name, 0.0), magnitude(ref_delta))
+        rows.append((step, name, err_eps(delta, ref_delta, update_eps, scales[name])))
+    return rows
+
+
+class _GradientReference:
+    """The reference stepped per tensor on the gradients the implementation received."""
+
+    def __init__(self, reference, params: dict[str, np.ndarray], hp: dict[str, dict]):
+        self.reference, self.params, self.hp, self.state = reference, params, hp, {}
+        if getattr(reference, "EAGER_STATE", False):  # state exists from construction on (Adagrad)
+            self.state = {n: reference.init(p, hp[n]) for n, p in params.items()}
+
+    def step(self, grads: dict[str, object]) -> None:
+        for name, grad in grads.items():
+            if grad is None:
+                continue
+            if name not in self.state:
+                self.state[name] = self.reference.init(self.params[name], self.hp[name])
+            self.params[name], self.state[name] = self.reference.update(self.params[name], grad, self.state[name], self.hp[name])
+
+    def expected(self) -> dict[tuple[str, str], np.ndarray]:
+        out = {(n, "param"): v for n, v in self.params.items()}
+        for name, state in self.state.items():
+            out.update({(name, k): a for k, v in state.items() if (a := as_array(v)) is not None})
+        return out
+
+
+class _ClosureReference:
+    """The reference of a closure-driven optimizer on the flat vector of its (single) group. With
+    ``noise`` every objective evaluation is perturbed by that relative amount (seeded): the same
+    algorithm fed values only as exact as the dtype under test, whose distance from the exact run
+    measures how much rounding alone moves this trajectory (the yardstick of ``run_trajectory``)."""
+
+    def __init__(self, reference, params: dict[str, np.ndarray], hp: dict[str, dict], workload: Workload, frozen: set[str],
+                 noise: float = 0.0):
+        self.reference, self.params, self.workload, self.frozen = reference, params, workload, frozen
+        self.noise, self.rng = noise, np.random.default_rng(12345)
+        self.names = list(params)
+        self.hp = hp[self.names[0]]
+        self.x = np.concatenate([params[n].reshape(-1) for n in self.names]) if self.names else np.zeros(0)
+        self.state = reference.init(self.x, self.hp)
+
+    def _unflat(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        out, offset = {}, 0
+        for n in self.names:
+            size = self.params[n].size
+            out[n] = x[offset:offset + size].reshape(self.params[n].shape)
+            offset += size
+        return out
+
+    def objective(self, x: np.ndarray):
+        loss, grads = self.workload.objective.value_and_grad(self._unflat(x))
+        flat = [np.zeros(self.params[n].size) if n in self.frozen else grads[n].reshape(-1) for n in self.names]
+        grad = np.concatenate(flat) if flat else np.zeros(0)
+        if self.noise:  # a sum over n terms is about sqrt(n) roundings off; each gradient element a few
+            loss *= 1.0 + self.noise * np.sqrt(max(grad.size, 1)) * self.rng.uniform(-1.0, 1.0)
+            grad = grad * (1.0 + 4 * self.noise * self.rng.uniform(-1.0, 1.0, grad.shape))
+        return loss, grad
+
+    def step(self, grads) -> None:
+        self.x, self.state, _ = self.reference.step(self.x, self.objective, self.state, self.hp)
+        self.params = self._unflat(self.x)
+
+    def expected(self) -> dict[tuple[str, str], np.ndarray]:
+        out = {(n, "param"): v for n, v in self.params.items()}
+        if self.names:
+            out.update({(self.names[0], k): a for k, v in self.state.items() if (a := as_array(v)) is not None})
+        return out
+
+
+def run_trajectory(
+    impl: Implementation,
+    hset: HparamSet,
+    reference,
+    defaults: dict,
+    workload: Workload,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    reference_options: dict | None = None,
+    keep_snapshots: bool = False,
+    update_eps: float | None = None,
+) -> Trajectory:
+    """Run ``workload.steps`` steps of ``impl`` and of the reference, comparing after each step.
+    With ``update_eps`` also measure each step's update against the reference's from the
+    implementation's own state, in units of ``update_eps``."""
+    params = workload.materialize(dtype, device)
+    stepper = hset.build(impl, params)
+    eps = torch.finfo(dtype).eps
+    start = {n: p.detach().to(device="cpu", dtype=torch.float64).numpy().copy() for n, p in params.items()}
+    hp = hset.reference_hp(list(params), defaults, {**(reference_options or {}), "dtype_eps": eps})
+    closure_driven = getattr(reference, "KIND", "gradient") == "closure"
+    yardstick = None
+    if closure_driven:
+        frozen = {n for n, p in params.items() if not p.requires_grad}
+        ref = _ClosureReference(reference, start, hp, workload, frozen)
+        yardstick = _ClosureReference(reference, {n: v.copy() for n, v in start.items()}, hp, workload, frozen, noise=eps)
+        closure = objective_closure(stepper.optimizer, params, workload)
+    else:
+        ref = _GradientReference(reference, start, hp)
+    rows, snapshots, scales, update_rows, update_scales, noise = [], [], {}, [], {}, {}
+    for step in range(workload.steps):
+        if closure_driven:
+            stepper.step(closure)
+            ref.step(None)
+            yardstick.step(None)
+        else:
+            set_gradients(params, workload, step)
+            grads = {n: reference_gradient(p.grad) for n, p in params.items()}
+            before = snapshot(stepper.optimizer, params) if update_eps else None
+            stepper.step()
+            ref.step(grads)
+        actual, expected = snapshot(stepper.optimizer, params), ref.expected()
+        noisy = yardstick.expected() if yardstick is not None else {}
+        if update_eps and not closure_driven:
+            update_rows += _update_error(reference, hp, before, actual, grads, update_eps, update_scales, step + 1)
+        for key in sorted(expected.keys() | actual.keys()):
+            tol = tolerance_eps(step + 1)
+            if key in expected and key in actual:
+                scales[key] = max(scales.get(key, 0.0), magnitude(expected[key]))
+                e = err_eps(actual[key], expected[key], eps, scales[key])
+                if key in noisy:  # what rounding at this dtype alone does to the trajectory (so far), times ten
+                    noise[key] = max(noise.get(key, 0.0), err_eps(noisy[key], expected[key], eps, scales[key]))
+                    tol = max(tol, YARDSTICK_FACTOR * noise[key])
+            else:
+                e = float("inf")  # a state tensor only one side keeps
+            rows.append((step + 1, key[0], key[1], e, tol))
+        if keep_snapshots:
+            snapshots.append(actual)
+    update_errors = pd.DataFrame(update_rows, columns=["step", "fqn", "err_eps"]) if update_eps else None
+    return Trajectory(pd.DataFrame(rows, columns=["step", "fqn", "tensor", "err_eps", "tol"]), snapshots, update_errors)
