@@ -118,6 +118,7 @@ class Deviation:
     max_err_eps: float | None = None
     size: str = "any"  # "zero": only zero-size parameters; "scalar": only 0-dim ones
     kind: str = "*"  # glob over the workload's parameter kinds (dense, frozen, noncontiguous, sometimes_none)
+    intermittent: bool = False  # shows on some runs only (a rounding that may or may not flip): no xpass
 
     @property
     def whole_case(self) -> bool:
@@ -142,13 +143,13 @@ class Deviation:
 
     @classmethod
     def from_config(cls, c) -> Deviation:
-        _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size", "kind"},
-              "a deviation")
+        _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size", "kind",
+                  "intermittent"}, "a deviation")
         return cls(finding=str(c.finding), reason=" ".join(str(c.reason).split()), impl=_glob(c.get("impl")),
                    dtype=_glob(c.get("dtype")), hparams=_glob(c.get("hparams")), fqn=_glob(c.get("fqn")),
                    tensor=_glob(c.get("tensor")), raises=c.get("raises"),
                    max_err_eps=float(c.max_err_eps) if c.get("max_err_eps") is not None else None,
-                   size=str(c.get("size", "any")), kind=_glob(c.get("kind")))
+                   size=str(c.get("size", "any")), kind=_glob(c.get("kind")), intermittent=bool(c.get("intermittent", False)))
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra import compose, initialize_config_module
 
-from optbench.reference import REFERENCES, adafactor, adam, sgd, sparse_adam
+from optbench.catalog import optimizer_suite_names, resolve
+from optbench.reference import adafactor, adam, builtin_names, load_reference, sgd, sparse_adam
+from optbench.reference.sparse import coalesce, to_dense
 
 REFERENCE_DIR = Path(__file__).parents[1] / "reference"
+
+
+def suite(name):
+    with initialize_config_module(config_module="optbench.suites", version_base="1.3"):
+        return resolve(compose(config_name="config", overrides=[f"suite={name}"]).suite)[0]
 
 
 def test_reference_never_imports_torch():
@@ -19,19 +27,44 @@ def test_reference_never_imports_torch():
             assert not any(n == "torch" or n.startswith("torch.") for n in names), f"{path.name} imports torch"
 
 
-@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_every_optimizer_suite_has_a_builtin_reference():
+    assert {suite(n).reference_name for n in optimizer_suite_names()} <= set(builtin_names())
+
+
+@pytest.mark.parametrize("name", optimizer_suite_names())
 def test_update_does_not_mutate_inputs(name):
-    ref = REFERENCES[name]
+    s = suite(name)
+    ref = s.reference
     rng = np.random.default_rng(0)
-    param = rng.standard_normal((3, 4))
-    hp = {"lr": 0.1, "betas": (0.9, 0.99), "eps": (None, 1e-3) if name == "adafactor" else 1e-8,
-          "beta2_decay": -0.8, "d": 1.0, "weight_decay": 0.1, "momentum": 0.9, "dtype_eps": 2.0**-52}
-    grad = (np.array([[0, 2]]), rng.standard_normal((2, 4))) if name == "sparse_adam" else rng.standard_normal((3, 4))
-    state = ref.init(param, hp)
-    before = (param.copy(), {k: np.copy(v) for k, v in state.items()})
-    ref.update(param, grad, state, hp)
-    assert np.array_equal(param, before[0])
-    assert all(np.array_equal(state[k], before[1][k]) for k in state)
+    for hset in s.hparams:
+        hp = hset.reference_hp(["p"], s.defaults(), {**s.reference_options, "dtype_eps": 2.0**-52})["p"]
+        param = rng.standard_normal((3, 4))
+        if s.closure_driven:
+            flat = param.reshape(-1)
+            state = ref.init(flat, hp)
+            before = (flat.copy(), {k: np.copy(v) for k, v in state.items() if isinstance(v, np.ndarray)})
+            ref.step(flat, lambda x: (float(0.5 * x @ x), x.copy()), state, hp)
+            assert np.array_equal(flat, before[0])
+            continue
+        grad = (np.array([[0, 2, 0]]), rng.standard_normal((3, 4))) if (hset.workload or s.workload) in (
+            "sparse_embedding", "zoo_sparse") else rng.standard_normal((3, 4))
+        state = ref.init(param, hp)
+        before = (param.copy(), {k: np.copy(v) for k, v in state.items()})
+        ref.update(param, grad, state, hp)
+        assert np.array_equal(param, before[0])
+        assert all(np.array_equal(state[k], before[1][k]) for k in state), hset.name
+
+
+def test_load_reference_by_dotted_path_and_contract():
+    assert load_reference("optbench.reference.adam") is adam
+    with pytest.raises(AttributeError, match="has no init, update"):
+        load_reference("optbench.reference.sparse")
+
+
+def test_coalesce_sums_duplicates_and_keeps_explicit_zeros():
+    indices, values = coalesce(np.array([[3, 1, 3]]), np.array([[1.0], [0.0], [2.0]]))
+    assert indices.tolist() == [[1, 3]] and values.tolist() == [[0.0], [3.0]]
+    assert to_dense(np.array([[2, 2]]), np.array([1.0, 1.5]), (4,)).tolist() == [0.0, 0.0, 2.5, 0.0]
 
 
 def test_adam_first_step_is_lr_times_sign():
@@ -51,6 +84,12 @@ def test_sgd_nesterov_by_hand():
     np.testing.assert_allclose(new, p - 0.1 * (d + 0.9 * d))
 
 
+def test_sgd_sparse_gradient_is_its_dense_sum():
+    p = np.zeros(3)
+    new, _ = sgd.update(p, (np.array([[1, 1]]), np.array([1.0, 2.0])), {}, {"lr": 0.5})
+    assert new.tolist() == [0.0, -1.5, 0.0]
+
+
 def test_adafactor_factors_last_two_dims():
     p = np.ones((2, 3, 4))
     state = adafactor.init(p, {})
@@ -58,9 +97,12 @@ def test_adafactor_factors_last_two_dims():
     assert "variance" in adafactor.init(np.ones(5), {})
 
 
-def test_sparse_adam_touches_only_given_rows():
+def test_sparse_adam_touches_only_given_rows_and_sums_duplicates():
     p = np.ones((4, 2))
     hp = {"lr": 0.1, "betas": (0.9, 0.999), "eps": 1e-8}
     new, state = sparse_adam.update(p, (np.array([[1, 3]]), np.full((2, 2), 0.5)), sparse_adam.init(p, hp), hp)
     assert np.array_equal(new[[0, 2]], p[[0, 2]]) and np.all(new[[1, 3]] < 1.0)
     assert state["step"] == 1.0
+    dup, _ = sparse_adam.update(p, (np.array([[1, 1]]), np.full((2, 2), 0.25)), sparse_adam.init(p, hp), hp)
+    once, _ = sparse_adam.update(p, (np.array([[1]]), np.full((1, 2), 0.5)), sparse_adam.init(p, hp), hp)
+    np.testing.assert_array_equal(dup, once)

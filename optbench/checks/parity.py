@@ -156,7 +156,8 @@ class ParityCheck:
             detail = (f"first past tolerance: step {first.step} {first.fqn}/{first.tensor}: "
                       f"{first.err_eps:.3g} eps > {first.tol:.3g} eps")
         else:
-            status = "fail" if "fail" in dev_status else "xfail" if "xfail" in dev_status else "xpass" if dev_status else "pass"
+            status = ("fail" if "fail" in dev_status else "xfail" if "xfail" in dev_status
+                      else "xpass" if "xpass" in dev_status else "pass")
             detail = "within tolerance" if len(gated) else "every tensor is under a declared deviation"
             if len(gated):
                 worst = gated.loc[gated.err_eps.idxmax()]

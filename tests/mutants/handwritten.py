@@ -1,0 +1,68 @@
+"""What the hand-written mutant optimizers share: ``scalar`` and ``HandWrittenStep``, their step loop."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def scalar(x):
+    """A hyperparameter as a Python number (torch allows 1-element tensors for lr and betas)."""
+    return x.item() if isinstance(x, Tensor) else x
+
+
+class HandWrittenStep:
+    """torch's per-parameter step loop, mixed in before the torch optimizer a class imitates.
+
+    For each group and each parameter with a gradient: ``_check``, ``_init_state`` if its state is
+    empty, ``_prepare``, then ``_update``. With ``_set_up_first`` every parameter of the group gets
+    there before any is updated (torch's order in Adam, SparseAdam and Adafactor).
+    """
+
+    _set_up_first = False
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            pending = []
+            for param in group["params"]:
+                if param.grad is None:
+                    self._no_grad(param, group)
+                    continue
+                self._check(param)
+                state = self._state(param, group)
+                if len(state) == 0:
+                    self._init_state(param, state, group)
+                self._prepare(param, state, group)
+                if self._set_up_first:
+                    pending.append((param, state))
+                else:
+                    self._update(param, param.grad, state, group)
+            for param, state in pending:
+                self._update(param, param.grad, state, group)
+        return loss
+
+    def _no_grad(self, param: Tensor, group: dict) -> None:
+        """A parameter without a gradient this step: nothing happens to it."""
+
+    def _check(self, param: Tensor) -> None:
+        """Refuse what torch refuses: by default sparse gradients."""
+        if param.grad.is_sparse:
+            name = next(c.__name__ for c in type(self).__mro__ if c.__module__.startswith("torch.optim"))
+            raise RuntimeError(f"{name} does not support sparse gradients")
+
+    def _state(self, param: Tensor, group: dict) -> dict:
+        return self.state[param]
+
+    def _init_state(self, param: Tensor, state: dict, group: dict) -> None:
+        """Fill a parameter's empty state (on first sight)."""
+
+    def _prepare(self, param: Tensor, state: dict, group: dict) -> None:
+        """Per-parameter work before updating (before any update with ``_set_up_first``)."""
+
+    def _update(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> None:
+        raise NotImplementedError

@@ -1,0 +1,68 @@
+"""The check registry's verdicts: deviations judged apart, lenient optimizers failing error inputs,
+the parity matrix report."""
+
+import json
+
+import pandas as pd
+import torch
+
+from optbench.checks import REGISTRY
+from optbench.checks.deviations import split, verdict
+from optbench.checks.errors import BASE, attempt
+from optbench.cli import main
+from optbench.report import load_results, render_report
+from optbench.suite import Deviation, ErrorInput
+
+
+def errors_frame(values, fqn="w", tensor="param"):
+    return pd.DataFrame({"step": range(1, len(values) + 1), "fqn": fqn, "tensor": tensor, "err_eps": values,
+                         "tol": [16.0 + s for s in range(1, len(values) + 1)]})
+
+
+def test_registry_names_each_check_once():
+    assert list(REGISTRY) == ["parity", "cross", "deviations", "roundtrip", "errors", "speed", "memory"]
+
+
+def test_a_declared_deviation_is_judged_apart_and_bounded():
+    d = Deviation("F99", "test", fqn="w*", max_err_eps=1e6)
+    errors = pd.concat([errors_frame([1e3, 2e3], "w1"), errors_frame([1.0, 2.0], "b")], ignore_index=True)
+    gated, declared = split(errors, [d], {"w1": (3,), "b": (3,)})
+    assert set(gated.fqn) == {"b"} and declared[0][0] is d
+    assert verdict(d, declared[0][1])[0] == "xfail"
+    assert verdict(d, errors_frame([1.0, 2.0], "w1"))[0] == "xpass"  # fixed upstream: time to remove it
+    assert verdict(d, errors_frame([1e7], "w1"))[0] == "fail"  # past the bound: not the known deviation
+
+
+def test_size_selectors_pick_zero_size_and_scalar_parameters():
+    from optbench.workloads import ParamSpec
+
+    assert Deviation("F", "r", size="zero").matches_spec(ParamSpec("x", (0, 8)))
+    assert not Deviation("F", "r", size="zero").matches_spec(ParamSpec("x", (2, 8)))
+    assert Deviation("F", "r", size="scalar").matches_shape(())
+    assert Deviation("F", "r", kind="noncontiguous").matches_spec(ParamSpec("x", (2, 2), "noncontiguous"))
+
+
+def test_an_optimizer_that_accepts_invalid_input_fails_the_error_inputs():
+    class Lenient(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, {"lr": lr})
+
+        def step(self, closure=None):
+            return None
+
+    raised, _ = attempt(Lenient, ErrorInput("negative lr", options={"lr": -1.0}, match="lr"))
+    assert raised is None  # accepted: the check reports it as a failure
+    for e in BASE:  # what torch.optim.Optimizer itself enforces holds for any subclass
+        raised, _ = attempt(Lenient, e)
+        assert raised is not None, e.desc
+
+
+def test_report_renders_the_parity_matrix(tmp_path):
+    assert main(["run", "suite=adamax", "impl=[for-loop,foreach]", "dtype=[float64,bfloat16]", "steps=4",
+                 "checks=[parity,cross]", f"out_dir={tmp_path}"]) == 0
+    meta, rows = load_results(tmp_path / "results.json")
+    report = render_report(meta, rows, tmp_path / "again").read_text()
+    assert "## Parity matrix" in report and "| adamax | default |" in report
+    assert (tmp_path / "again" / "parity_matrix.png").stat().st_size > 1000
+    record = json.loads((tmp_path / "results.json").read_text())
+    assert record["suites"] == ["adamax"] and record["wall_s"] > 0

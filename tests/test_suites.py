@@ -1,0 +1,74 @@
+"""The suite files: every one composes, covers what the coverage issue asks, and cites real findings."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+
+from optbench.catalog import is_meta, optimizer_suite_names, resolve, suite_names
+from optbench.kernels import optimizer_class
+from optbench.suite import DTYPES
+
+REPO = Path(__file__).parents[1]
+TORCH_OPTIMIZERS = sorted(n for n in dir(torch.optim) if isinstance(getattr(torch.optim, n), type)
+                          and issubclass(getattr(torch.optim, n), torch.optim.Optimizer) and n != "Optimizer")
+
+
+def composed(name: str):
+    with initialize_config_module(config_module="optbench.suites", version_base="1.3"):
+        return compose(config_name="config", overrides=[f"suite={name}", "device=cpu"])
+
+
+@pytest.mark.parametrize("name", suite_names())
+def test_every_suite_config_composes(name):
+    cfg = composed(name)
+    suites = resolve(cfg.suite)
+    assert suites
+    for s in suites:
+        assert s.hparams and set(s.dtypes) <= set(DTYPES)
+        assert s.hparam_set(s.roundtrip_hparams)
+        assert s.reference  # the reference module loads and keeps the contract
+        assert optimizer_class(s.optimizer)
+    if not is_meta(cfg.suite):
+        assert cfg.suite.name == name
+
+
+def test_one_suite_per_torch_optimizer_named_by_the_lowercase_class():
+    by_optimizer = {resolve(composed(n).suite)[0].optimizer: n for n in optimizer_suite_names()}
+    assert set(TORCH_OPTIMIZERS) <= set(by_optimizer), set(TORCH_OPTIMIZERS) - set(by_optimizer)
+    assert all(by_optimizer[o] == o.lower() for o in TORCH_OPTIMIZERS)
+    assert {"smoke", "all"} <= set(suite_names())
+
+
+def test_meta_suites_are_discovered_not_listed():
+    assert [s.name for s in resolve(composed("all").suite)] == optimizer_suite_names()
+    smoke = resolve(composed("smoke").suite)
+    assert len(smoke) == len(optimizer_suite_names()) and all(len(s.hparams) == 1 for s in smoke)
+
+
+@pytest.mark.parametrize("name", optimizer_suite_names())
+def test_each_suite_has_the_bug_zoo_and_param_groups(name):
+    s = resolve(composed(name).suite)[0]
+    assert any("zoo" in (h.workload or s.workload) for h in s.hparams), "no bug-zoo hparam set"
+    if not s.closure_driven:  # LBFGS takes exactly one param group
+        assert any(h.groups for h in s.hparams), "no hparam set with several param groups"
+
+
+@pytest.mark.parametrize("name", optimizer_suite_names())
+def test_hparam_sets_list_only_what_differs_from_defaults(name):
+    s = resolve(composed(name).suite)[0]
+    defaults = s.defaults()
+    for h in s.hparams:
+        assert set(h.options) <= set(defaults), (h.name, set(h.options) - set(defaults))
+
+
+def test_every_declared_deviation_is_a_documented_finding_with_a_script():
+    findings = (REPO / "docs" / "findings.md").read_text()
+    for name in optimizer_suite_names():
+        for d in resolve(composed(name).suite)[0].deviations:
+            assert f"## {d.finding}:" in findings, (name, d.finding)
+            assert list((REPO / "docs" / "findings").glob(f"{d.finding}_*.py")), d.finding
+    for fid in re.findall(r"^## (F\d+):", findings, re.M):
+        assert list((REPO / "docs" / "findings").glob(f"{fid}_*.py")), f"{fid} has no plain-torch script"
