@@ -84,7 +84,8 @@ class RunContext:
         """The seeded workload an hparam set runs on, with the suite's parameter filter and without
         FQNs a declared deviation says raise (those are checked alone)."""
         name = suite.workload_of(hset) if hset is not None else suite.workload
-        raising = tuple(d for d in suite.deviations if d.raises and not d.whole_case and fnmatch.fnmatchcase(dtype, d.dtype)
+        raising = tuple(d for d in suite.deviations if d.raises and not d.whole_case and d.check == "parity"
+                        and fnmatch.fnmatchcase(dtype, d.dtype)
                         and (hset is None or fnmatch.fnmatchcase(hset.name, d.hparams)))
         sizes = tuple(sorted(suite.workload_sizes.items())) if purpose != "speed" else ()
         return self._workload(name, dtype, steps or self.steps, purpose, suite.params, raising, sizes)

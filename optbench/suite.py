@@ -119,6 +119,7 @@ class Deviation:
     size: str = "any"  # "zero": only zero-size parameters; "scalar": only 0-dim ones
     kind: str = "*"  # glob over the workload's parameter kinds (dense, frozen, noncontiguous, sometimes_none)
     intermittent: bool = False  # shows on some runs only (a rounding that may or may not flip): no xpass
+    check: str = "parity"  # the check it concerns: parity (and cross), or roundtrip
 
     @property
     def whole_case(self) -> bool:
@@ -144,12 +145,13 @@ class Deviation:
     @classmethod
     def from_config(cls, c) -> Deviation:
         _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size", "kind",
-                  "intermittent"}, "a deviation")
+                  "intermittent", "check"}, "a deviation")
         return cls(finding=str(c.finding), reason=" ".join(str(c.reason).split()), impl=_glob(c.get("impl")),
                    dtype=_glob(c.get("dtype")), hparams=_glob(c.get("hparams")), fqn=_glob(c.get("fqn")),
                    tensor=_glob(c.get("tensor")), raises=c.get("raises"),
                    max_err_eps=float(c.max_err_eps) if c.get("max_err_eps") is not None else None,
-                   size=str(c.get("size", "any")), kind=_glob(c.get("kind")), intermittent=bool(c.get("intermittent", False)))
+                   size=str(c.get("size", "any")), kind=_glob(c.get("kind")), intermittent=bool(c.get("intermittent", False)),
+                   check=str(c.get("check", "parity")))
 
 
 @dataclass(frozen=True)
@@ -214,8 +216,8 @@ class Suite:
     def workload_of(self, hset: HparamSet) -> str:
         return hset.workload or self.workload
 
-    def deviations_for(self, impl: str, dtype: str, hparams: str) -> list[Deviation]:
-        return [d for d in self.deviations if d.matches_case(impl, dtype, hparams)]
+    def deviations_for(self, impl: str, dtype: str, hparams: str, check: str = "parity") -> list[Deviation]:
+        return [d for d in self.deviations if d.check == check and d.matches_case(impl, dtype, hparams)]
 
     def restricted(self, *, hparams: list[str] | None = None, dtypes: list[str] | None = None) -> Suite:
         """This suite with only some hparam sets (by name; unknown names ignored) and dtypes."""

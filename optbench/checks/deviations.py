@@ -65,7 +65,7 @@ class DeviationsCheck:
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
         out = []
         for index, d in enumerate(suite.deviations):
-            if not d.raises or d.whole_case:  # a whole case that raises is judged by the parity check
+            if not d.raises or d.whole_case or d.check != "parity":  # a whole case that raises: the parity check
                 continue
             dtypes = [t for t in ctx.dtypes[suite.name] if fnmatch.fnmatchcase(t, d.dtype)]
             hsets = [h for h in suite.hparams if fnmatch.fnmatchcase(h.name, d.hparams) and self._alone(suite, h, d, ctx).specs]
