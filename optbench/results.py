@@ -43,6 +43,9 @@ def row(labels: dict, *, check: str, metric: str, value: float, status: str = "i
 
 def _atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
