@@ -66,3 +66,11 @@ def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
     elif keep:
         suites = [s.restricted(hparams=[str(h) for h in keep]) for s in suites]
     return suites
+
+
+def suite_by_name(name: str, config_dirs=()) -> Suite:
+    """One single-optimizer suite by name."""
+    files = suite_files(config_dirs)
+    if name not in files:
+        raise UsageError(f"unknown suite {name!r}")
+    return Suite.from_config(_load(files[name]))

@@ -9,6 +9,7 @@ failed checks exit 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -20,12 +21,13 @@ from optbench.catalog import CONFIG_MODULE, suite_names
 from optbench.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 from optbench.selection import did_you_mean
 
-COMMANDS = ("run", "list", "report", "coverage")
+COMMANDS = ("run", "list", "report", "coverage", "mutants")
 USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps=N] [impl=[...]] [checks=[...]]
                     [candidate=pkg.mod.Class] [candidate_kwargs='{...}'] [options='{...}'] [--config-dir DIR] [-m] [--cfg job]
        optbench list
        optbench report <results.json | run directory> [--out DIR]
-       optbench coverage"""
+       optbench coverage
+       optbench mutants [--catalogue tests.mutants] [--dtype D ...] [--suite S ...] [--jobs N] [--out DIR] [override ...]"""
 
 _exit_codes: list[int] = []
 
@@ -160,13 +162,48 @@ def report_command(args: list[str]) -> int:
     return EXIT_OK
 
 
+def mutants_command(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="optbench mutants", description=(
+        "Run a catalogue of deliberately wrong optimizers, each alone at each dtype its suite runs, and report per "
+        "dtype how many the checks catch and which check caught them. Exit 1 if any mutant is missed or any "
+        "correct control fails."))
+    parser.add_argument("overrides", nargs="*", help="config overrides for every run, e.g. parity.one_step=false")
+    parser.add_argument("--catalogue", default="tests.mutants", help="package exporting MUTANTS (default: tests.mutants)")
+    parser.add_argument("--dtype", nargs="+", default=None, help="only these dtypes")
+    parser.add_argument("--suite", nargs="+", default=None, help="only the mutants of these suites")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs in parallel (default: one per core)")
+    parser.add_argument("--out", type=Path, default=None, help="also write mutants.md and mutants.csv here")
+    ns = parser.parse_args(args)
+    from optbench import mutants
+
+    try:
+        trials = mutants.trials(ns.catalogue, ns.dtype, ns.suite, ns.overrides)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"--catalogue {ns.catalogue}: {exc}") from None
+    unknown = sorted(set(ns.dtype or ()) - set(mutants.DTYPE_ORDER))
+    if unknown or not trials:
+        raise UsageError(f"unknown dtype {unknown[0]!r}" if unknown else "no mutant matches --dtype/--suite")
+    compose_config(["suite=adam", *ns.overrides])  # a bad override is one line here, not once per run
+    print(f"optbench mutants: {len(trials)} runs ({ns.catalogue}), {ns.jobs} at a time", file=sys.stderr)
+    table = mutants.run_all(trials, ns.jobs)
+    text = mutants.render(table)
+    print(text)
+    if ns.out:
+        ns.out.mkdir(parents=True, exist_ok=True)
+        (ns.out / "mutants.md").write_text(text)
+        table.to_csv(ns.out / "mutants.csv", index=False)
+    missed = (~table.control & ~table.failed).any() or (table.control & table.failed).any()
+    return EXIT_CHECK_FAILED if missed else EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return EXIT_OK if args else EXIT_USAGE
     command, rest = args[0], args[1:]
-    handlers = {"run": run_command, "list": list_command, "report": report_command, "coverage": coverage_command}
+    handlers = {"run": run_command, "list": list_command, "report": report_command, "coverage": coverage_command,
+                "mutants": mutants_command}
     if command not in handlers:
         return fail(f"unknown command '{command}': {did_you_mean(command, COMMANDS)}")
     try:

@@ -32,6 +32,8 @@ from optbench.selection import (resolve_candidate, resolve_compile_dtypes, resol
 
 def _quiet_torch() -> None:
     warnings.filterwarnings("ignore", message="Sparse invariant checks")
+    # a compiled step calls the optimizer's original step, which the scheduler's call counter does not see
+    warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
 
 

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from optbench.hyperparameters import complete, constructor_defaults, for_torch, plain
 from optbench.reference import load_reference
+from optbench.schedules import validate as validate_schedule
 
 DTYPES = {
     "float64": torch.float64,
@@ -45,6 +46,7 @@ class HparamSet:
     workload: str | None = None  # None: the suite's workload
     impls: tuple[str, ...] | None = None  # None: every implementation; else only these (see ``note``)
     note: str = ""  # why, when the set is limited to some dtypes or implementations
+    schedule: dict | None = None  # an lr scheduler stepped after every step (optbench.schedules)
 
     def group_options(self) -> list[dict]:
         """Options of each param group (YAML form); group 0 holds everything unmatched."""
@@ -120,6 +122,7 @@ class Deviation:
     kind: str = "*"  # glob over the workload's parameter kinds (dense, frozen, noncontiguous, sometimes_none)
     intermittent: bool = False  # shows on some runs only (a rounding that may or may not flip): no xpass
     check: str = "parity"  # the check it concerns: parity (and cross), or roundtrip
+    gate: str = "*"  # the parity gate it covers: trajectory, one-step, or both (docs/tolerances.md)
 
     @property
     def whole_case(self) -> bool:
@@ -145,13 +148,13 @@ class Deviation:
     @classmethod
     def from_config(cls, c) -> Deviation:
         _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size", "kind",
-                  "intermittent", "check"}, "a deviation")
+                  "intermittent", "check", "gate"}, "a deviation")
         return cls(finding=str(c.finding), reason=" ".join(str(c.reason).split()), impl=_glob(c.get("impl")),
                    dtype=_glob(c.get("dtype")), hparams=_glob(c.get("hparams")), fqn=_glob(c.get("fqn")),
                    tensor=_glob(c.get("tensor")), raises=c.get("raises"),
                    max_err_eps=float(c.max_err_eps) if c.get("max_err_eps") is not None else None,
                    size=str(c.get("size", "any")), kind=_glob(c.get("kind")), intermittent=bool(c.get("intermittent", False)),
-                   check=str(c.get("check", "parity")))
+                   check=str(c.get("check", "parity")), gate=_glob(c.get("gate")))
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,8 @@ class Suite:
     workload_sizes: dict = field(default_factory=dict)  # overrides of the run's workload width/layers/vocab
     reference_options: dict = field(default_factory=dict)  # reference-only knobs, merged into hp
     update_precision: str | None = None  # a dtype whose eps bounds each update's precision by design
+    one_step_skip: tuple[str, ...] = ()  # dtypes where the one-step gate is not meaningful (see one_step_note)
+    one_step_note: str = ""
     deviations: tuple[Deviation, ...] = ()
     error_inputs: tuple[ErrorInput, ...] = ()
     description: str = ""
@@ -231,7 +236,8 @@ class Suite:
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Suite:
         for h in cfg.hparams:
-            _keys(h, {"name", "options", "groups", "dtypes", "workload", "impls", "note"}, f"hparam set {h.get('name')!r}")
+            _keys(h, {"name", "options", "groups", "dtypes", "workload", "impls", "note", "schedule"},
+                  f"hparam set {h.get('name')!r}")
         hparams = tuple(
             HparamSet(
                 name=str(h.name),
@@ -241,6 +247,7 @@ class Suite:
                 workload=h.get("workload"),
                 impls=tuple(h.impls) if h.get("impls") else None,
                 note=" ".join(str(h.get("note", "")).split()),
+                schedule=validate_schedule(plain(h.schedule)) if h.get("schedule") else None,
             )
             for h in cfg.hparams
         )
@@ -256,6 +263,8 @@ class Suite:
             workload_sizes=plain(cfg.get("workload_sizes", {})) or {},
             reference_options=plain(cfg.get("reference_options", {})) or {},
             update_precision=cfg.get("update_precision"),
+            one_step_skip=tuple(cfg.get("one_step", {}).get("skip_dtypes", ())),
+            one_step_note=" ".join(str(cfg.get("one_step", {}).get("note", "")).split()),
             deviations=tuple(Deviation.from_config(d) for d in cfg.get("deviations", [])),
             error_inputs=tuple(ErrorInput.from_config(e) for e in cfg.get("error_inputs", [])),
             description=" ".join(str(cfg.get("description", "")).split()),

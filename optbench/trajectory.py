@@ -17,6 +17,8 @@ import torch
 
 from optbench.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.kernels import Implementation
+from optbench.one_step import OneStep
+from optbench.schedules import factor as schedule_factor, torch_scheduler
 from optbench.suite import HparamSet
 from optbench.workloads import Workload, reference_gradient
 
@@ -71,28 +73,11 @@ def objective_closure(optimizer: torch.optim.Optimizer, params: dict[str, torch.
 
 @dataclass
 class Trajectory:
-    """Per-step errors against the reference; optionally the implementation's snapshots and, for
-    an optimizer whose update has a documented precision floor, the one-step update errors."""
+    """Per-step errors against the reference, of kind ``trajectory`` (free-running: drift) and, when
+    asked, ``one-step`` (each step from the implementation's own state); optionally its snapshots."""
 
-    errors: pd.DataFrame  # columns: step, fqn, tensor, err_eps, tol (the tolerance that row is held to)
+    errors: pd.DataFrame  # columns: step, fqn, tensor, err_eps, tol (the tolerance that row is held to), kind
     snapshots: list[dict] = field(default_factory=list)
-    update_errors: pd.DataFrame | None = None  # columns: step, fqn, err_eps (in units of update_eps)
-
-
-def _update_error(reference, hp: dict, before: dict, after: dict, grads: dict, update_eps: float, scales: dict, step: int):
-    """Rows (step, fqn, err) of each parameter's update against the reference's update from the
-    implementation's own pre-step parameter and state: one step, no drift."""
-    rows = []
-    for name, grad in grads.items():
-        if grad is None:
-            continue
-        p0 = before[(name, "param")]
-        state = {k: v for (n, k), v in before.items() if n == name and k != "param"} or reference.init(p0, hp[name])
-        ref_param, _ = reference.update(p0, grad, state, hp[name])
-        ref_delta, delta = np.asarray(ref_param) - p0, after[(name, "param")] - p0
-        scales[name] = max(scales.get(name, 0.0), magnitude(ref_delta))
-        rows.append((step, name, err_eps(delta, ref_delta, update_eps, scales[name])))
-    return rows
 
 
 class _GradientReference:
@@ -161,6 +146,22 @@ class _ClosureReference:
         return out
 
 
+def _groups_by_name(optimizer: torch.optim.Optimizer) -> dict[str, dict]:
+    return {name: group for group in optimizer.param_groups for name in group.get("param_names", [])}
+
+
+def scheduled_lr(documented: float, held) -> float:
+    """The lr the reference uses for a step: the documented schedule's value; where the optimizer holds
+    its lr in a Tensor, the value that Tensor holds if it is that value rounded (within 2 ulps of its
+    dtype: the scheduler computes ``base_lr * factor`` in the Tensor's dtype), so rounding is not an error
+    and a wrong schedule still is."""
+    if isinstance(held, torch.Tensor):
+        have = float(held.reshape(-1)[0])
+        if abs(have - documented) <= 2 * torch.finfo(held.dtype).eps * abs(documented):
+            return have
+    return documented
+
+
 def run_trajectory(
     impl: Implementation,
     hset: HparamSet,
@@ -172,11 +173,13 @@ def run_trajectory(
     *,
     reference_options: dict | None = None,
     keep_snapshots: bool = False,
+    one_step: bool = False,
     update_eps: float | None = None,
 ) -> Trajectory:
     """Run ``workload.steps`` steps of ``impl`` and of the reference, comparing after each step.
-    With ``update_eps`` also measure each step's update against the reference's from the
-    implementation's own state, in units of ``update_eps``."""
+    With ``one_step`` (gradient-driven optimizers) also check each step from the implementation's own
+    state (``optbench.one_step``), the update measured in ``update_eps`` where that is coarser than
+    the dtype's eps."""
     params = workload.materialize(dtype, device)
     stepper = hset.build(impl, params)
     eps = torch.finfo(dtype).eps
@@ -191,8 +194,14 @@ def run_trajectory(
         closure = objective_closure(stepper.optimizer, params, workload)
     else:
         ref = _GradientReference(reference, start, hp)
-    rows, snapshots, scales, update_rows, update_scales, noise = [], [], {}, [], {}, {}
+    scheduler = torch_scheduler(hset.schedule, stepper.optimizer) if hset.schedule else None
+    base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
+    lr_groups = _groups_by_name(stepper.optimizer) if hset.schedule else {}
+    rows, snapshots, scales, noise = [], [], {}, {}
+    local = OneStep(reference, hp, dtype, update_eps) if one_step and not closure_driven else None
     for step in range(workload.steps):
+        for name, lr in base_lr.items():  # the documented schedule, in place (the references hold these dicts)
+            hp[name]["lr"] = scheduled_lr(lr * schedule_factor(hset.schedule, step), lr_groups[name]["lr"])
         if closure_driven:
             stepper.step(closure)
             ref.step(None)
@@ -200,13 +209,16 @@ def run_trajectory(
         else:
             set_gradients(params, workload, step)
             grads = {n: reference_gradient(p.grad) for n, p in params.items()}
-            before = snapshot(stepper.optimizer, params) if update_eps else None
+            before = snapshot(stepper.optimizer, params) if local else None
+            private = dict(ref.state)  # the reference's own state before the step (update never mutates it)
             stepper.step()
             ref.step(grads)
+        if scheduler is not None:
+            scheduler.step()
         actual, expected = snapshot(stepper.optimizer, params), ref.expected()
         noisy = yardstick.expected() if yardstick is not None else {}
-        if update_eps and not closure_driven:
-            update_rows += _update_error(reference, hp, before, actual, grads, update_eps, update_scales, step + 1)
+        if local:
+            local.record(step + 1, before, actual, grads, private)
         for key in sorted(expected.keys() | actual.keys()):
             tol = tolerance_eps(step + 1)
             if key in expected and key in actual:
@@ -220,5 +232,8 @@ def run_trajectory(
             rows.append((step + 1, key[0], key[1], e, tol))
         if keep_snapshots:
             snapshots.append(actual)
-    update_errors = pd.DataFrame(update_rows, columns=["step", "fqn", "err_eps"]) if update_eps else None
-    return Trajectory(pd.DataFrame(rows, columns=["step", "fqn", "tensor", "err_eps", "tol"]), snapshots, update_errors)
+    columns = ["step", "fqn", "tensor", "err_eps", "tol"]
+    errors = pd.DataFrame(rows, columns=columns).assign(kind="trajectory")
+    if local:
+        errors = pd.concat([errors, pd.DataFrame(local.rows, columns=columns).assign(kind="one-step")], ignore_index=True)
+    return Trajectory(errors, snapshots)

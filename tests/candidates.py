@@ -32,3 +32,22 @@ class NeedsScaleSGD(torch.optim.SGD):
         if scale != 1.0:
             raise ValueError("scale must be 1.0")
         super().__init__(params, **kwargs)
+
+
+class CachedLrSGD(torch.optim.SGD):
+    """Bug: reads each group's lr once, at construction, so an lr scheduler has no effect."""
+
+    def __init__(self, params, **kwargs):
+        super().__init__(params, **kwargs)
+        self._lrs = [float(group["lr"]) for group in self.param_groups]
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        current = [group["lr"] for group in self.param_groups]
+        for group, lr in zip(self.param_groups, self._lrs):
+            group["lr"] = lr
+        try:
+            return super().step(closure)
+        finally:
+            for group, lr in zip(self.param_groups, current):
+                group["lr"] = lr

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from optbench.cli import main
-from tests.mutants import CONTROLS, MUTANTS
+from tests.mutants import CONTROLS, MUTANTS, STEPS
 
 REPO = Path(__file__).parents[1]
 
@@ -64,9 +64,6 @@ def test_correct_candidates_pass(control, tmp_path):
     assert verdicts and all(r["impl"].startswith("candidate:") for r in verdicts)
 
 
-# Steps a mutant run takes: 25 reach AdamW's bug from step 21; LBFGS (up to 20 updates a step) and Muon
-# mutants show from their first steps, and their steps cost the most.
-MUTANT_STEPS = {"lbfgs": 8, "muon": 10}
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
@@ -74,7 +71,7 @@ def test_mutants_are_caught_through_candidate(mutant, tmp_path):
     """Every deliberately wrong optimizer fails its suite (at float64 or float32) and exits 1."""
     suite = MUTANTS[mutant]
     code = run(tmp_path, f"suite={suite}", f"candidate=tests.mutants.{mutant}", "impl=[candidate]",
-               "dtype=[float64,float32]", "checks=[parity,roundtrip]", f"steps={MUTANT_STEPS.get(suite, 25)}")
+               "dtype=[float64,float32]", "checks=[parity,roundtrip]", f"steps={STEPS.get(suite, 25)}")
     assert code == 1, f"{mutant} slipped through"
     assert any(r["impl"].startswith("candidate:") for r in rows(tmp_path) if r["status"] in ("fail", "error"))
 

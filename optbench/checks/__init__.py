@@ -10,12 +10,13 @@ from optbench.checks.base import Check
 from optbench.checks.cross import CrossCheck
 from optbench.checks.deviations import DeviationsCheck
 from optbench.checks.errors import ErrorsCheck
+from optbench.checks.forms import FormsCheck
 from optbench.checks.memory import MemoryCheck
 from optbench.checks.parity import ParityCheck
 from optbench.checks.roundtrip import RoundTripCheck
 from optbench.checks.speed import SpeedCheck
 
-REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), DeviationsCheck(), RoundTripCheck(),
+REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), FormsCheck(), DeviationsCheck(), RoundTripCheck(),
                                                    ErrorsCheck(), SpeedCheck(), MemoryCheck())}
 
 __all__ = ["REGISTRY", "Check"]

@@ -27,6 +27,8 @@ def split(errors: pd.DataFrame, deviations: list[Deviation], shapes: dict[str, t
     for d in deviations:
         mine = left & errors.fqn.map(lambda f: fnmatch.fnmatchcase(f, d.fqn) and d.matches_shape(shapes.get(f, (1,)))) \
             & errors.tensor.map(lambda t: fnmatch.fnmatchcase(t, d.tensor))
+        if "kind" in errors:  # which parity gate a row comes from
+            mine &= errors.kind.map(lambda k: fnmatch.fnmatchcase(k, d.gate))
         if mine.any():
             declared.append((d, errors[mine]))
             left &= ~mine

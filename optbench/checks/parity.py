@@ -31,6 +31,15 @@ def update_eps(suite: Suite, dtype: str) -> float | None:
     return floor if torch.finfo(DTYPES[dtype]).eps < floor else None
 
 
+def one_step(ctx: RunContext, suite: Suite, dtype: str) -> bool:
+    """Whether the one-step check runs: on unless ``parity.one_step=false`` or the suite says the dtype
+    defeats it (``one_step: {skip_dtypes: [...], note: ...}``), and always where the update has a
+    precision floor (there it is what gates the update)."""
+    if dtype in suite.one_step_skip:
+        return False
+    return bool(ctx.cfg.get("parity", {}).get("one_step", True)) or update_eps(suite, dtype) is not None
+
+
 def unsupported(case: Case, ctx: RunContext) -> str:
     """Why the implementation does not take this hparam set ("" if it does)."""
     impl, hset = case.impl, case.hset
@@ -100,7 +109,8 @@ class ParityCheck:
         try:
             traj = run_trajectory(case.impl, case.hset, suite.reference, suite.defaults(case.impl.optimizer_class),
                                   workload, DTYPES[case.dtype], ctx.device, reference_options=suite.reference_options,
-                                  keep_snapshots=True, update_eps=update_eps(suite, case.dtype))
+                                  keep_snapshots=True, one_step=one_step(ctx, suite, case.dtype),
+                                  update_eps=update_eps(suite, case.dtype))
         except Exception as exc:
             declared = next((d for d in raising if type(exc).__name__ == d.raises), None)
             if declared is None:
@@ -119,62 +129,48 @@ class ParityCheck:
         gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
         ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor) for _, errs in declared for e in errs.itertuples()}
         rows, line = self._rows(case, gated, declared)
-        rows += fixed
-        if traj.update_errors is not None:
-            rows, line = self._update_rows(case, traj.update_errors, rows, line)
-        return Outcome(rows, line)
-
-    def _update_rows(self, case: Case, errors, rows: list[dict], line: str) -> tuple[list[dict], str]:
-        """The one-step update check of a suite with an ``update_precision``: it gates the case too."""
-        precision = case.suite.update_precision
-        worst = float(errors.err_eps.max()) if len(errors) else 0.0
-        bound = tolerance_eps(1)
-        status = "fail" if worst > bound else "pass"
-        detail = f"each step's update from the implementation's own state, in {precision} eps of the update: worst {worst:.3g}"
-        if status == "fail":
-            first = errors[errors.err_eps > bound].iloc[0]
-            detail += f"; first past {bound:g}: step {first.step} {first.fqn}"
-            verdict = rows[0]
-            verdict["status"] = "fail"
-            verdict["detail"] = f"update check failed ({detail}); " + verdict["detail"]
-            line = (f"  FAIL  parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} update {worst:9.3g} "
-                    f"{precision} eps  ({detail})")
-        rows = rows + [row(case.labels, check="parity", metric="parity.update_max_err_eps", value=worst, unit=f"{precision} eps",
-                           status=status, detail=detail)]
-        rows += [row(case.labels, check="parity", metric="parity.update_max_err_eps", value=err, unit=f"{precision} eps", fqn=fqn,
-                     tensor="update") for fqn, err in errors.groupby("fqn").err_eps.max().items()]
-        return rows, line
+        return Outcome(rows + fixed, line)
 
     def _rows(self, case: Case, gated, declared) -> tuple[list[dict], str]:
         labels = case.labels
         over = gated[gated.err_eps > gated.tol]
+        drift, local = gated[gated.kind == "trajectory"], gated[gated.kind == "one-step"]
         dev_rows = deviation_rows(case, declared)
         dev_status = {r["status"] for r in dev_rows}
         if len(over):
-            first = over.iloc[0]
+            first = over.sort_values(["step", "kind"], kind="stable").iloc[0]
             status = "fail"
-            detail = (f"first past tolerance: step {first.step} {first.fqn}/{first.tensor}: "
+            detail = (f"first past tolerance: step {first.step} {first.fqn}/{first.tensor} ({first.kind}): "
                       f"{first.err_eps:.3g} eps > {first.tol:.3g} eps")
         else:
             status = ("fail" if "fail" in dev_status else "xfail" if "xfail" in dev_status
                       else "xpass" if "xpass" in dev_status else "pass")
             detail = "within tolerance" if len(gated) else "every tensor is under a declared deviation"
-            if len(gated):
-                worst = gated.loc[gated.err_eps.idxmax()]
+            if len(drift):
+                worst = drift.loc[drift.err_eps.idxmax()]
                 detail += f"; worst {worst.fqn}/{worst.tensor} at step {worst.step}"
         if declared:
             detail += f"; declared deviations: {', '.join(sorted({d.finding for d, _ in declared}))}"
-        worst_err = float(gated.err_eps.max()) if len(gated) else 0.0
-        steps = int(gated.step.max()) if len(gated) else 0
-        tol = max(float(gated.tol.max()), tolerance_eps(steps)) if len(gated) else tolerance_eps(steps)
+        worst_err = float(drift.err_eps.max()) if len(drift) else 0.0
+        steps = int(drift.step.max()) if len(drift) else 0
+        tol = max(float(drift.tol.max()), tolerance_eps(steps)) if len(drift) else tolerance_eps(steps)
         rows = [row(labels, check="parity", metric="parity.max_err_eps", value=worst_err, unit="eps", status=status, detail=detail),
                 row(labels, check="parity", metric="parity.tol_eps", value=tol, unit="eps")]
         rows += [row(labels, check="parity", metric="parity.max_err_eps", value=err, unit="eps", fqn=fqn, tensor=tensor)
-                 for (fqn, tensor), err in gated.groupby(["fqn", "tensor"]).err_eps.max().items()]
+                 for (fqn, tensor), err in drift.groupby(["fqn", "tensor"]).err_eps.max().items()]
         rows += [row(labels, check="parity", metric="parity.step_max_err_eps", value=err, unit="eps", step=int(step))
-                 for step, err in gated.groupby("step").err_eps.max().items()]
+                 for step, err in drift.groupby("step").err_eps.max().items()]
+        if len(local):
+            local_over = local[local.err_eps > local.tol]
+            rows.append(row(labels, check="parity", metric="parity.one_step_max_err_eps", value=float(local.err_eps.max()),
+                            unit="eps", status="fail" if len(local_over) else "pass",
+                            detail=("each step from the implementation's own state; the parameter's update in eps of "
+                                    f"the update (tolerance {float(local.tol.max()):g})")))
+            rows += [row(labels, check="parity", metric="parity.one_step_max_err_eps", value=err, unit="eps", fqn=fqn,
+                         tensor=tensor) for (fqn, tensor), err in local.groupby(["fqn", "tensor"]).err_eps.max().items()]
         rows += dev_rows
         shown = {"pass": "PASS", "fail": "FAIL", "xfail": "XFAIL", "xpass": "XPASS"}[status]
-        line = (f"  {shown:5} parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} max {worst_err:9.3g} eps"
+        one = f" one-step {float(local.err_eps.max()):7.3g}" if len(local) else ""
+        line = (f"  {shown:5} parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} max {worst_err:9.3g} eps{one}"
                 + ("" if status == "pass" else f"  ({detail})"))
         return rows, line

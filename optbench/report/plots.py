@@ -57,8 +57,8 @@ def error_vs_step(rows: pd.DataFrame, path: Path) -> bool:
     v = sel["value"].to_numpy(dtype=float)
     pos = v[np.isfinite(v) & (v > 0)]
     floor = pos.min() if len(pos) else 1e-3
-    top = 10 * (pos.max() if len(pos) else 1.0)
-    sel = sel.assign(y=np.where(np.isposinf(v), top, np.where(np.isfinite(v) & (v > 0), v, floor)),
+    top = 10 * min(pos.max() if len(pos) else 1.0, 1e200)  # an error near float's limit must not overflow the axis
+    sel = sel.assign(y=np.where(np.isposinf(v), top, np.where(np.isfinite(v) & (v > 0), np.minimum(v, top), floor)),
                      step=sel["step"].astype(float))
     dtypes = list(dict.fromkeys(sel["dtype"]))
     series = list(dict.fromkeys(zip(sel["impl"], sel["hparams"])))

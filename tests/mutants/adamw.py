@@ -169,3 +169,5 @@ MUTANTS: dict[str, str] = {
     "SwappedStateDictAdamW": "adamw",
 }
 CONTROLS: dict[str, str] = {"CorrectAdamW": "adamw"}
+# Below float64 a float32 second moment is as precise as the parameter's dtype or more: not a bug there.
+EXISTS_AT = {"LowPrecisionStateAdamW": ("float64",)}

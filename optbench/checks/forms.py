@@ -1,0 +1,123 @@
+"""Hyperparameter forms: every form torch accepts (Tensor lr 0-dim and 1-element, Tensor betas, Tensor
+weight_decay, an lr scheduler mid-run on a float and on a Tensor lr), checked like parity.
+
+Each form is the suite's first hparam set with one thing changed. It runs through the parity check
+(reference, one-step and trajectory gates, declared deviations), at each selected dtype and on every
+implementation. A form torch rejects at construction is an ``unsupported`` row carrying torch's
+message; one that torch accepts and then crashes on is an ``error`` row. A Tensor form is also compared
+with its float twin (the same values as Python floats), reported as ``forms.vs_float_max_err_eps``
+(failing past the cross-implementation bound) and ``forms.vs_float_bitwise``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from optbench.accuracy import cross_error, cross_tolerance_eps
+from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.parity import BASELINE, ParityCheck
+from optbench.hyperparameters import accepts
+from optbench.results import row
+from optbench.suite import DTYPES, HparamSet, Suite
+
+STEP_LR = {"kind": "step", "step_size": 10, "gamma": 0.5}
+
+
+def _float32(value):
+    """``value`` (a float or a pair) rounded to float32, as a torch.tensor of it holds it."""
+    if isinstance(value, (list, tuple)):
+        return [_float32(v) for v in value]
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return value  # already a Tensor form
+    return float(torch.tensor(float(value), dtype=torch.float32))
+
+
+def _warmup_cosine(steps: int) -> dict:
+    return {"kind": "warmup_cosine", "warmup": 5, "total": steps}
+
+
+def forms(suite: Suite, optimizer_class: type, steps: int) -> list[tuple[HparamSet, str | None]]:
+    """(form, name of its float twin or None) for the suite's first hparam set, as far as the
+    optimizer's constructor has the hyperparameter at all."""
+    base = suite.hparams[0]
+    options = {**suite.defaults(optimizer_class), **base.options}
+    # a hyperparameter the constructor takes, given as numbers (not already as a Tensor form)
+    has = lambda name: (not accepts(optimizer_class, [name]) and name in options  # noqa: E731
+                        and "tensor" not in str(options[name]))
+    # Values a float32 Tensor holds exactly, so that a Tensor form and its float twin mean the same numbers.
+    held = {k: _float32(options[k]) for k in ("lr", "betas", "weight_decay") if has(k)}
+    base = replace(base, options={**base.options, **held})
+    options = {**options, **held}
+    out: list[tuple[HparamSet, str | None]] = [(replace(base, name="float"), None)]
+
+    def form(name: str, twin: str | None = "float", schedule=None, **changed):
+        out.append((replace(base, name=name, options={**base.options, **changed}, schedule=schedule), twin))
+
+    if has("lr"):
+        lr = options["lr"]
+        form("tensor_lr", lr={"tensor": lr})
+        form("tensor_lr_1elem", lr={"tensor": [lr]})
+    if has("betas"):
+        form("tensor_betas", betas=[{"tensor": b} for b in options["betas"]])
+    if has("weight_decay"):
+        decay = options["weight_decay"] or _float32(0.01)
+        if decay != options["weight_decay"]:
+            form("weight_decay", twin=None, weight_decay=decay)
+        form("tensor_weight_decay", twin="weight_decay" if decay != options["weight_decay"] else "float",
+             weight_decay={"tensor": decay})
+    if has("lr"):
+        form("step_lr", twin=None, schedule=STEP_LR)
+        form("step_lr_tensor_lr", twin="step_lr", schedule=STEP_LR, lr={"tensor": lr})
+        form("warmup_cosine", twin=None, schedule=_warmup_cosine(steps))
+        form("warmup_cosine_tensor_lr", twin="warmup_cosine", schedule=_warmup_cosine(steps), lr={"tensor": lr})
+    return out
+
+
+class FormsCheck:
+    name = "forms"
+    requires = ()
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        settings = ctx.cfg.get("forms", {})
+        wanted, compiled = settings.get("dtypes"), settings.get("compiled")
+        dtypes = [d for d in ctx.dtypes[suite.name] if not wanted or d in wanted]
+        out = []
+        for impl in sorted(ctx.impls[suite.name], key=lambda i: i.name != BASELINE):
+            for dtype in dtypes:
+                if ctx.unavailable(impl, dtype):
+                    continue
+                for hset, twin in forms(suite, impl.optimizer_class, ctx.steps):
+                    if impl.compiled and compiled and hset.name not in compiled:
+                        continue
+                    out.append(Case(suite, impl, dtype, hset, ctx.device, label=twin or ""))
+        return out
+
+    def group(self, case: Case) -> tuple:
+        return (case.suite.name, self.name, case.dtype, case.impl_name)
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        ctx.scratch.pop(("snapshots", case.impl_name), None)
+        outcome = ParityCheck().run(case, ctx)
+        rows = [{**r, "check": "forms"} for r in outcome.rows]
+        line = outcome.line.replace(" parity ", " forms  ", 1)
+        mine = ctx.scratch.pop(("snapshots", case.impl_name), None)
+        ctx.scratch[("form", case.hset.name)] = mine
+        twin = ctx.scratch.get(("form", case.label)) if case.label else None
+        if mine is not None and twin is not None:
+            eps = torch.finfo(DTYPES[case.dtype]).eps
+            skip = ctx.scratch.get(("declared", case.impl_name), set())
+            x = cross_error(mine, twin, eps, skip=frozenset(skip))
+            bitwise = all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+                          for a, b in zip(mine, twin))
+            bound = cross_tolerance_eps(len(twin))
+            status = "pass" if x <= bound else "fail"
+            detail = f"against the {case.label} run: max {x:.3g} eps (bound {bound:.3g}), {'bit-exact' if bitwise else 'not bit-exact'}"
+            rows += [row(case.labels, check="forms", metric="forms.vs_float_max_err_eps", value=x, unit="eps", status=status,
+                         detail=detail),
+                     row(case.labels, check="forms", metric="forms.vs_float_bitwise", value=float(bitwise), detail=detail)]
+            if status == "fail":
+                line = (line + "\n" if line else "") + f"  FAIL  forms  {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {detail}"
+        return Outcome(rows, line)

@@ -1,0 +1,147 @@
+"""``optbench mutants``: the detection report, how strong the gate is, measured per dtype.
+
+A mutant catalogue is a Python package (tests/mutants in this repository) that exports ``MUTANTS``
+("module.Class" -> suite where that deliberately wrong optimizer must fail), and optionally
+``CONTROLS`` (correct optimizers that must pass), ``EXISTS_AT`` ("module.Class" -> the dtypes where its
+bug can exist, e.g. "state kept in float32" only at float64) and ``STEPS`` (suite -> steps per run).
+Each mutant runs as ``candidate=`` through ``optbench run`` once per dtype, alone at that dtype;
+it is caught when the run fails, and the report names the check (and for parity, which of its two
+gates: the free-running ``trajectory`` or the ``one-step`` check) that failed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from optbench.catalog import suite_by_name
+from optbench.report.tables import markdown
+
+DEFAULT_STEPS = 25  # reaches a bug that starts after step 20
+DTYPE_ORDER = ("float64", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class Trial:
+    mutant: str  # "module.Class" in the catalogue
+    suite: str
+    dtype: str
+    control: bool
+    catalogue: str
+    steps: int
+    overrides: tuple[str, ...]
+
+
+def load_catalogue(name: str):
+    """The catalogue package by dotted name (importable from the current directory)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(name)
+    if not isinstance(getattr(module, "MUTANTS", None), dict):
+        raise AttributeError(f"{name} has no MUTANTS mapping ('module.Class' -> suite)")
+    return module
+
+
+def trials(catalogue: str, dtypes: list[str] | None, suites: list[str] | None, overrides=()) -> list[Trial]:
+    """One trial per mutant (and control) and dtype its suite runs and its bug can exist at."""
+    module = load_catalogue(catalogue)
+    exists_at, steps = getattr(module, "EXISTS_AT", {}), getattr(module, "STEPS", {})
+    out = []
+    for control, found in ((False, module.MUTANTS), (True, getattr(module, "CONTROLS", {}))):
+        for mutant, suite_name in sorted(found.items()):
+            if suites and suite_name not in suites:
+                continue
+            suite_dtypes = suite_by_name(suite_name).dtypes
+            for dtype in suite_dtypes:
+                if (dtypes and dtype not in dtypes) or dtype not in exists_at.get(mutant, DTYPE_ORDER):
+                    continue
+                out.append(Trial(mutant, suite_name, dtype, control, catalogue, int(steps.get(suite_name, DEFAULT_STEPS)),
+                                 tuple(overrides)))
+    return out
+
+
+def detecting(rows: list[dict]) -> list[str]:
+    """The checks (parity split into its gates) whose rows failed."""
+    found = set()
+    cases: dict[tuple, dict] = {}
+    for r in rows:
+        if r["status"] not in ("fail", "error"):
+            if r["check"] == "parity" and r["fqn"] == "" and r["metric"] in ("parity.max_err_eps", "parity.tol_eps"):
+                cases.setdefault((r["dtype"], r["hparams"]), {})[r["metric"]] = r["value"]
+            continue
+        if r["metric"] == "parity.one_step_max_err_eps":
+            found.add("parity/one-step")
+        elif r["metric"] == "parity.max_err_eps" and r["fqn"] == "":
+            cases.setdefault((r["dtype"], r["hparams"]), {})[r["metric"]] = r["value"]
+            if "(trajectory)" in r["detail"] or "update check" in r["detail"]:
+                found.add("parity/trajectory")
+        elif r["metric"] != "parity.max_err_eps":
+            found.add("error" if r["status"] == "error" else r["check"])
+    for values in cases.values():
+        if values.get("parity.max_err_eps", 0.0) > values.get("parity.tol_eps", float("inf")):
+            found.add("parity/trajectory")
+    return sorted(found)
+
+
+def run_trial(trial: Trial) -> dict:
+    """Run one mutant at one dtype as ``optbench run`` would; what failed, and the run's verdict."""
+    from optbench.cli import compose_config
+    from optbench.runner import SuiteRun
+
+    with tempfile.TemporaryDirectory(prefix="optbench-mutant-") as out:
+        cfg = compose_config([f"suite={trial.suite}", f"candidate={trial.catalogue}.{trial.mutant}", "impl=[candidate]",
+                              f"dtype={trial.dtype}", "checks=[parity,roundtrip]",
+                              f"steps={trial.steps}", *trial.overrides])
+        results = SuiteRun(cfg, Path(out), echo=lambda *_: None).run()
+        rows = results.rows
+    return {"mutant": trial.mutant, "suite": trial.suite, "dtype": trial.dtype, "control": trial.control,
+            "failed": bool(results.failed), "detected_by": ", ".join(detecting(rows))}
+
+
+def run_all(trial_list: list[Trial], jobs: int, progress=None) -> pd.DataFrame:
+    if jobs <= 1:
+        records = [run_trial(t) for t in trial_list]
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            records = []
+            for record in pool.map(run_trial, trial_list):
+                records.append(record)
+                if progress:
+                    progress(record)
+    return pd.DataFrame(records, columns=["mutant", "suite", "dtype", "control", "failed", "detected_by"])
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per dtype: mutants caught / total, controls passing / total, and what caught them."""
+    out = []
+    for dtype in [d for d in DTYPE_ORDER if d in set(table.dtype)]:
+        at = table[table.dtype == dtype]
+        mutants, controls = at[~at.control], at[at.control]
+        by = mutants[mutants.failed].detected_by.str.split(", ").explode().value_counts()
+        out.append({"dtype": dtype, "caught": int(mutants.failed.sum()), "mutants": len(mutants),
+                    "controls passing": int((~controls.failed).sum()), "controls": len(controls),
+                    "caught by": ", ".join(f"{k} {v}" for k, v in by.items()),
+                    "missed": ", ".join(mutants[~mutants.failed].mutant)})
+    return pd.DataFrame(out)
+
+
+def render(table: pd.DataFrame) -> str:
+    per_dtype = summary(table)
+    wide = table[~table.control].pivot_table(index=["suite", "mutant"], columns="dtype", values="detected_by",
+                                             aggfunc="first").fillna("")
+    caught = table[~table.control].pivot_table(index=["suite", "mutant"], columns="dtype", values="failed", aggfunc="first")
+    for dtype in wide.columns:
+        wide[dtype] = [("caught: " + by if ok else "MISSED") if ok == ok else "" for by, ok in zip(wide[dtype], caught[dtype])]
+    wide = wide[[d for d in DTYPE_ORDER if d in wide.columns]]
+    lines = ["# Mutant detection", "", markdown(per_dtype), "", markdown(wide.reset_index())]
+    bad = table[table.control & table.failed]
+    if len(bad):
+        lines += ["", "Controls that FAILED (false positives): " + ", ".join(f"{m} at {d}" for m, d in zip(bad.mutant, bad.dtype))]
+    return "\n".join(lines) + "\n"
