@@ -19,9 +19,9 @@ def magnitude(x: np.ndarray) -> float:
     return float(np.abs(finite).max()) if finite.size else 0.0
 
 
-def err_eps(actual: np.ndarray, expected: np.ndarray, eps: float, scale: float = 0.0) -> float:
+def err_eps(actual: np.ndarray, expected: np.ndarray, eps: float, scale: float = 0.0, slack=0.0) -> float:
     """Normwise error of ``actual`` against ``expected`` in units of ``eps``, relative to
-    ``max(scale, max|expected|)``."""
+    ``max(scale, max|expected|)``, after ``slack`` (a number or one per element) is forgiven."""
     if actual.shape != expected.shape:
         return float("inf")
     if expected.size == 0:
@@ -32,9 +32,12 @@ def err_eps(actual: np.ndarray, expected: np.ndarray, eps: float, scale: float =
         return float("inf")
     if not finite.any():
         return 0.0
+    excess = np.abs(actual[finite] - expected[finite])
+    if np.any(slack):
+        excess = np.maximum(excess - np.broadcast_to(slack, actual.shape)[finite], 0.0)
     scale = max(scale, float(np.abs(expected[finite]).max()), TINY)
-    with np.errstate(over="ignore"):  # an error too large for a float is an infinite error
-        return float(np.abs(actual[finite] - expected[finite]).max() / (eps * scale))
+    with np.errstate(over="ignore", invalid="ignore"):  # an error too large for a float is an infinite error
+        return float(excess.max() / (eps * scale))
 
 
 def tolerance_eps(step):

@@ -68,22 +68,19 @@ def trials(catalogue: str, dtypes: list[str] | None, suites: list[str] | None, o
 
 
 def detecting(rows: list[dict]) -> list[str]:
-    """The checks (parity split into its gates) whose rows failed."""
-    found = set()
-    cases: dict[tuple, dict] = {}
+    """The checks (parity split into its two gates) whose rows failed."""
+    found, cases = set(), {}
     for r in rows:
+        if r["check"] == "parity" and r["fqn"] == "" and r["metric"] in ("parity.max_err_eps", "parity.tol_eps"):
+            cases.setdefault((r["dtype"], r["hparams"]), {})[r["metric"]] = r["value"]
         if r["status"] not in ("fail", "error"):
-            if r["check"] == "parity" and r["fqn"] == "" and r["metric"] in ("parity.max_err_eps", "parity.tol_eps"):
-                cases.setdefault((r["dtype"], r["hparams"]), {})[r["metric"]] = r["value"]
             continue
         if r["metric"] == "parity.one_step_max_err_eps":
             found.add("parity/one-step")
-        elif r["metric"] == "parity.max_err_eps" and r["fqn"] == "":
-            cases.setdefault((r["dtype"], r["hparams"]), {})[r["metric"]] = r["value"]
-            if "(trajectory)" in r["detail"] or "update check" in r["detail"]:
-                found.add("parity/trajectory")
         elif r["metric"] != "parity.max_err_eps":
             found.add("error" if r["status"] == "error" else r["check"])
+        elif "(trajectory)" in r["detail"]:  # the case verdict names the gate its first failure came from
+            found.add("parity/trajectory")
     for values in cases.values():
         if values.get("parity.max_err_eps", 0.0) > values.get("parity.tol_eps", float("inf")):
             found.add("parity/trajectory")
@@ -105,16 +102,12 @@ def run_trial(trial: Trial) -> dict:
             "failed": bool(results.failed), "detected_by": ", ".join(detecting(rows))}
 
 
-def run_all(trial_list: list[Trial], jobs: int, progress=None) -> pd.DataFrame:
+def run_all(trial_list: list[Trial], jobs: int) -> pd.DataFrame:
     if jobs <= 1:
         records = [run_trial(t) for t in trial_list]
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            records = []
-            for record in pool.map(run_trial, trial_list):
-                records.append(record)
-                if progress:
-                    progress(record)
+            records = list(pool.map(run_trial, trial_list))
     return pd.DataFrame(records, columns=["mutant", "suite", "dtype", "control", "failed", "detected_by"])
 
 

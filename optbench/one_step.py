@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 import torch
 
-from optbench.accuracy import magnitude
+from optbench.accuracy import err_eps, magnitude
 
 # A correct step may round the parameter three times (a decay factor like 1 - lr * weight_decay rounded
 # to the dtype, the multiplication, then the update), each by up to half an ulp of the parameter:
@@ -61,35 +61,16 @@ def _perturbed(value, eps: float, rng: np.random.Generator):
     return value
 
 
-def _excess(actual: np.ndarray, expected: np.ndarray, slack: np.ndarray, eps: float, scale: float) -> float:
-    """Normwise error in units of ``eps`` of ``max(scale, max|expected|)`` after ``slack`` per element.
-    NaN on both sides, or equal infinities, agree; any other non-finite mismatch is infinite."""
-    if actual.shape != expected.shape:
-        return float("inf")
-    if expected.size == 0:
-        return 0.0
-    finite = np.isfinite(expected) & np.isfinite(actual)
-    agree = (np.isnan(expected) & np.isnan(actual)) | (np.isinf(expected) & (actual == expected))
-    if not np.all(finite | agree):
-        return float("inf")
-    if not finite.any():
-        return 0.0
-    excess = np.maximum(np.abs(actual[finite] - expected[finite]) - np.broadcast_to(slack, actual.shape)[finite], 0.0)
-    scale = max(scale, magnitude(expected[finite]), np.finfo(np.float64).tiny)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return float(excess.max() / (eps * scale))
-
-
 def update_error(p_old: np.ndarray, p_new: np.ndarray, ref_new: np.ndarray, dtype: torch.dtype, eps: float,
                  scale: float, envelope: np.ndarray | float = 0.0) -> float:
     """Error of the update ``p_new - p_old`` against ``ref_new - p_old``, in units of ``eps`` of
     ``max(scale, max|reference update|)``, after ``PARAM_ROUNDINGS`` ulps of the new parameter and
     ``envelope`` (the reference update's own sensitivity to rounding) per element."""
     if p_new.shape != ref_new.shape:
-        return float("inf")
+        return float("inf")  # (the slack below needs p_new's shape)
     with np.errstate(invalid="ignore"):
         slack = PARAM_ROUNDINGS * ulp(np.where(np.isfinite(p_new), p_new, 0.0), dtype) + envelope
-        return _excess(p_new - p_old, ref_new - p_old, slack, eps, scale)
+        return err_eps(p_new - p_old, ref_new - p_old, eps, scale, slack)
 
 
 class OneStep:
@@ -158,5 +139,5 @@ class OneStep:
                     continue
                 expected = np.asarray(value, dtype=np.float64)
                 self.scales[(name, k)] = max(self.scales.get((name, k), 0.0), magnitude(expected))
-                err = _excess(after[(name, k)], expected, state_env.get(k, 0.0), self.eps, self.scales[(name, k)])
+                err = err_eps(after[(name, k)], expected, self.eps, self.scales[(name, k)], state_env.get(k, 0.0))
                 self.rows.append((step, name, k, err, ONE_STEP_TOL))
