@@ -14,6 +14,12 @@ import numpy as np
 TINY = np.finfo(np.float64).tiny
 
 
+def widened(x) -> np.ndarray:
+    """``x`` as float64 NumPy, or complex128 if it is complex (whose error is then the modulus of the
+    difference, and whose magnitude the modulus: normwise over the real and imaginary parts)."""
+    return np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64)
+
+
 def magnitude(x: np.ndarray) -> float:
     finite = x[np.isfinite(x)]
     return float(np.abs(finite).max()) if finite.size else 0.0

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from optbench.kernels import Implementation
 from optbench.suite import DTYPES, PARAM_FILTERS, HparamSet, Suite
 from optbench.workloads import Workload, build
+from optbench.workloads.complex import complexify
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class RunContext:
         FQNs a declared deviation says raise (those are checked alone)."""
         name = suite.workload_of(hset) if hset is not None else suite.workload
         raising = tuple(d for d in suite.deviations if d.raises and not d.whole_case and d.check == "parity"
-                        and fnmatch.fnmatchcase(dtype, d.dtype)
+                        and d.matches_dtype(dtype)
                         and (hset is None or fnmatch.fnmatchcase(hset.name, d.hparams)))
         sizes = tuple(sorted(suite.workload_sizes.items())) if purpose != "speed" else ()
         return self._workload(name, dtype, steps or self.steps, purpose, suite.params, raising, sizes)
@@ -106,6 +107,8 @@ class RunContext:
         grad_range = tuple(by_dtype.get(dtype, self.cfg.workload.grad_log10_range))
         full = build(name, seed=self.seed, steps=steps, width=int(sizes["width"]), layers=int(sizes["layers"]),
                      vocab=int(sizes["vocab"]), grad_log10_range=grad_range)
+        if DTYPES[dtype].is_complex:
+            full = complexify(full, self.seed)
         keep = PARAM_FILTERS[params]
         return full.restricted(lambda spec: keep(spec) and not any(d.matches_spec(spec) for d in raising))
 

@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 import torch
 
-from optbench.accuracy import err_eps, magnitude
+from optbench.accuracy import err_eps, magnitude, widened
 
 # A correct step may round the parameter three times (a decay factor like 1 - lr * weight_decay rounded
 # to the dtype, the multiplication, then the update), each by up to half an ulp of the parameter:
@@ -56,6 +56,8 @@ def _perturbed(value, eps: float, rng: np.random.Generator):
     scalars and anything not an array are left alone."""
     if isinstance(value, tuple) and len(value) == 2:  # a sparse gradient: (indices, values)
         return value[0], _perturbed(value[1], eps, rng)
+    if isinstance(value, np.ndarray) and value.ndim > 0 and value.dtype.kind == "c":  # parts round apart
+        return _perturbed(value.real, eps, rng) + 1j * _perturbed(value.imag, eps, rng)
     if isinstance(value, np.ndarray) and value.ndim > 0 and value.dtype.kind == "f":
         return value * (1.0 + eps * rng.uniform(-1.0, 1.0, size=value.shape))
     return value
@@ -92,7 +94,7 @@ class OneStep:
 
     def _envelopes(self, step: int, name: str, p_old, grad, state, ref_param, ref_state):
         """Per element, the largest move of the reference's update and new state under input rounding."""
-        update_env, state_env = np.zeros_like(ref_param), {}
+        update_env, state_env = np.zeros(ref_param.shape), {}
         for draw in range(ENVELOPE_DRAWS):
             rng = np.random.default_rng([step, draw, zlib.crc32(name.encode())])
             p = _perturbed(p_old, self.eps, rng)
@@ -127,7 +129,7 @@ class OneStep:
             own = {k: v for (n, k), v in before.items() if n == name and k != "param"}
             state = {**(private.get(name) or self.reference.init(p_old, self.hp[name])), **own}
             ref_param, ref_state = self.reference.update(p_old, grad, state, self.hp[name])
-            ref_param = np.asarray(ref_param, dtype=np.float64)
+            ref_param = widened(ref_param)
             update_env, state_env = self._envelopes(step, name, p_old, grad, state, ref_param, ref_state)
             update_env = update_env + np.where(self._subnormal(ref_state, ref_param.shape), np.inf, 0.0)
             key = (name, "param")
@@ -137,7 +139,7 @@ class OneStep:
             for k, value in ref_state.items():
                 if (name, k) not in after or not isinstance(value, (np.ndarray, np.floating, float)):
                     continue
-                expected = np.asarray(value, dtype=np.float64)
+                expected = widened(value)
                 self.scales[(name, k)] = max(self.scales.get((name, k), 0.0), magnitude(expected))
                 err = err_eps(after[(name, k)], expected, self.eps, self.scales[(name, k)], state_env.get(k, 0.0))
                 self.rows.append((step, name, k, err, ONE_STEP_TOL))

@@ -38,7 +38,7 @@ import pkgutil
 import sys
 from types import ModuleType
 
-NOT_REFERENCES = {"sparse"}
+NOT_REFERENCES = {"sparse", "complex"}  # helpers: sparse COO gradients, complex parameters (complex.as_complex)
 
 
 def builtin_names() -> list[str]:

@@ -17,6 +17,7 @@ from optbench.results import row
 from optbench.suite import DTYPES, PARAM_FILTERS, Deviation, Suite
 from optbench.trajectory import run_trajectory
 from optbench.workloads import build
+from optbench.workloads.complex import complexify
 
 
 def split(errors: pd.DataFrame, deviations: list[Deviation], shapes: dict[str, tuple]) -> tuple[
@@ -69,7 +70,7 @@ class DeviationsCheck:
         for index, d in enumerate(suite.deviations):
             if not d.raises or d.whole_case or d.check != "parity":  # a whole case that raises: the parity check
                 continue
-            dtypes = [t for t in ctx.dtypes[suite.name] if fnmatch.fnmatchcase(t, d.dtype)]
+            dtypes = [t for t in ctx.dtypes[suite.name] if d.matches_dtype(t)]
             hsets = [h for h in suite.hparams if fnmatch.fnmatchcase(h.name, d.hparams) and self._alone(suite, h, d, ctx).specs]
             if not dtypes or not hsets:
                 continue
@@ -93,6 +94,8 @@ class DeviationsCheck:
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         suite, d = case.suite, case.suite.deviations[int(case.label)]
         alone = self._alone(suite, case.hset, d, ctx)
+        if DTYPES[case.dtype].is_complex:
+            alone = complexify(alone, ctx.seed)
         try:
             traj = run_trajectory(case.impl, case.hset, suite.reference, suite.defaults(case.impl.optimizer_class),
                                   alone, DTYPES[case.dtype], ctx.device, reference_options=suite.reference_options)

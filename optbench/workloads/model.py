@@ -103,10 +103,11 @@ class Workload:
 
 
 def reference_gradient(grad: torch.Tensor | None):
-    """What the reference sees for a torch gradient: float64 NumPy, or ``(indices, values)`` if
-    sparse (uncoalesced entries kept as they are)."""
+    """What the reference sees for a torch gradient: float64 NumPy (complex128 for a complex one), or
+    ``(indices, values)`` if sparse (uncoalesced entries kept as they are)."""
     if grad is None:
         return None
+    wide = torch.complex128 if grad.is_complex() else torch.float64
     if grad.is_sparse:
-        return grad._indices().cpu().numpy().copy(), grad._values().double().cpu().numpy().copy()
-    return grad.detach().to(device="cpu", dtype=torch.float64, copy=True).numpy()
+        return grad._indices().cpu().numpy().copy(), grad._values().to(device="cpu", dtype=wide, copy=True).numpy()
+    return grad.detach().to(device="cpu", dtype=wide, copy=True).numpy()
