@@ -7,15 +7,24 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .graphed import GraphedStep
+
 ParamGroups = list[dict]  # torch param groups whose "params" are (name, tensor) pairs
 
 
 @dataclass
 class Stepper:
-    """A built optimizer and the callable that performs one step (compiled or not)."""
+    """A built optimizer and the callable that performs one step (compiled, graphed or not).
+
+    ``params`` names the tensors the optimizer steps when they are not the model's own (float32
+    master copies, ``kernels.master_weights``), and ``precision`` the dtype those are judged in;
+    None for both means the model's parameters at the run's dtype.
+    """
 
     optimizer: torch.optim.Optimizer
     step: Callable[..., object]
+    params: dict[str, torch.Tensor] | None = None
+    precision: torch.dtype | None = None
 
 
 @dataclass(frozen=True)
@@ -24,7 +33,9 @@ class Implementation:
 
     ``build(groups, options)`` returns a Stepper; ``available(device, dtype)`` says why a torch
     variant cannot run there (a one-line reason) or None when it can. A candidate is never probed:
-    whatever it raises is reported as an error of that case.
+    whatever it raises is reported as an error of that case. ``needs_cuda`` variants (capturable,
+    graphed) are not probed off CUDA: they are "needs CUDA" there. ``checks`` limits the checks a
+    variant takes part in (None: all).
     """
 
     name: str
@@ -33,6 +44,9 @@ class Implementation:
     compiled: bool = False
     is_candidate: bool = False
     extra_kwargs: dict = field(default_factory=dict)  # a candidate's candidate_kwargs
+    graphed: bool = False  # the step captured in a CUDA graph and replayed (kernels.graphed)
+    needs_cuda: bool = False
+    checks: tuple[str, ...] | None = None
 
     def build(self, groups: ParamGroups, options: dict | None = None) -> Stepper:
         optimizer = self.optimizer_class(groups, **(options or {}), **self.extra_kwargs, **self.flags)
@@ -40,11 +54,16 @@ class Implementation:
         if self.compiled:
             torch._dynamo.reset()  # a fresh cache per build: past its recompile limit dynamo runs eager
             step = torch.compile(optimizer.step)
+        if self.graphed:
+            step = GraphedStep(optimizer)
         return Stepper(optimizer, step)
 
     def available(self, device: torch.device, dtype: torch.dtype) -> str | None:
         if self.is_candidate:
             return None
+        if self.needs_cuda and device.type != "cuda":
+            what = "a CUDA graph captures the step" if self.graphed else "torch steps capturable=True only on CUDA"
+            return f"needs CUDA: {what} (device is {device.type})"
         shape = (2, 2) if self.optimizer_class is torch.optim.Muon else (2,)
         probe = torch.nn.Parameter(torch.zeros(shape, device=device, dtype=dtype))
         probe.grad = torch.zeros_like(probe).to_sparse() if self.optimizer_class is torch.optim.SparseAdam else torch.zeros_like(probe)

@@ -1,4 +1,5 @@
-"""An optimizer class's own variants: for-loop, foreach, fused and torch.compile'd."""
+"""An optimizer class's own variants: for-loop, foreach, fused, torch.compile'd, and on CUDA the
+capturable step and that step captured in a CUDA graph (``graphed``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import torch
 from .candidate import load_optimizer_class
 from .implementation import Implementation
 
-TORCH_VARIANTS = ("for-loop", "foreach", "fused", "compiled")
+TORCH_VARIANTS = ("for-loop", "foreach", "fused", "compiled", "capturable", "graphed")
+# Optimizers without a ``capturable`` flag whose step keeps no state on the host, so that it can be
+# captured as it is (torch's whole-network capture example steps SGD in the graph).
+CAPTURABLE_WITHOUT_FLAG = (torch.optim.SGD,)
 
 
 def _accepts(optimizer_class: type, flag: str) -> bool:
@@ -27,6 +31,15 @@ def torch_implementations(optimizer_class: type) -> dict[str, Implementation]:
     # The compiled step is the for-loop step through torch.compile (inductor), as torch's
     # compiled-optimizer recipe does.
     impls["compiled"] = Implementation("compiled", optimizer_class, dict(impls["for-loop"].flags), compiled=True)
+    # CUDA only: the for-loop step with capturable=True, and that step captured in a CUDA graph and replayed.
+    graph_flags = None
+    if _accepts(optimizer_class, "capturable"):
+        graph_flags = {**impls["for-loop"].flags, "capturable": True}
+        impls["capturable"] = Implementation("capturable", optimizer_class, graph_flags, needs_cuda=True)
+    elif issubclass(optimizer_class, CAPTURABLE_WITHOUT_FLAG):
+        graph_flags = dict(impls["for-loop"].flags)
+    if graph_flags is not None:
+        impls["graphed"] = Implementation("graphed", optimizer_class, dict(graph_flags), graphed=True, needs_cuda=True)
     return impls
 
 

@@ -28,7 +28,8 @@ def describe() -> str:
             cells = []
             for impl in torch_implementations(suite.optimizer_class()).values():
                 ok = [d for d in suite.dtypes if impl.available(device, DTYPES[d]) is None]
-                cells.append(f"{impl.name}({','.join(ok) if ok else 'unavailable'})")
+                why = "needs CUDA" if impl.needs_cuda and device.type != "cuda" else "unavailable"
+                cells.append(f"{impl.name}({','.join(ok) if ok else why})")
             lines.append(f"    {device.type}: {' '.join(cells)}")
     meta = [n for n in suite_files() if n not in optimizer_suite_names()]
     others = sorted(n for n in dir(torch.optim) if isinstance(getattr(torch.optim, n), type)

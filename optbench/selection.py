@@ -12,7 +12,8 @@ from omegaconf import DictConfig, ListConfig
 
 from optbench.errors import UsageError
 from optbench.hyperparameters import plain
-from optbench.kernels import TORCH_VARIANTS, CandidateError, Implementation, candidate_implementation, torch_implementations
+from optbench.kernels import (TORCH_VARIANTS, CandidateError, Implementation, candidate_implementation, master_variants,
+                              torch_implementations)
 from optbench.suite import DTYPES, HparamSet, Suite
 
 
@@ -124,15 +125,17 @@ def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementa
         raise UsageError(f"suite {suite.name!r}: {exc}") from None
     variants = torch_implementations(cls) if cls is not None else {}
     names = _names(cfg.impl, "impl")
+    variants |= master_variants(names, variants)  # <variant>+master32: float32 master copies (opt-in)
     if candidate is None and cls is None:
         raise UsageError(f"suite {suite.name!r} has no optimizer of its own: pass candidate=my_pkg.MyOptimizer")
     if candidate is not None:
         names = [n for n in (names or ["for-loop"]) if n != "candidate" and n in variants]
         return [candidate] + [variants[n] for n in names]
     for name in names:
-        if name not in variants and not (lenient and name in TORCH_VARIANTS):
+        if name not in variants and not (lenient and name.removesuffix("+master32") in TORCH_VARIANTS):
             known = [v for v in TORCH_VARIANTS if v in variants]
-            raise UsageError(f"{cls.__name__} has no implementation '{name}': {did_you_mean(name, known)}")
+            raise UsageError(f"{cls.__name__} has no implementation '{name}': {did_you_mean(name, known)} "
+                             "(any of them +master32 for float32 master copies)")
     chosen = [variants[n] for n in names if n in variants] if names else list(variants.values())
     if not chosen and not lenient:
         raise UsageError(f"impl={names} selects nothing {cls.__name__} offers")

@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from optbench.report.plots import save  # noqa: E402
 from optbench.report.tables import num  # noqa: E402
 
-IMPL_ORDER = ("for-loop", "foreach", "fused", "compiled")
+IMPL_ORDER = ("for-loop", "foreach", "fused", "compiled", "capturable", "graphed")
 DTYPE_ORDER = ("float64", "float32", "bfloat16", "float16")
 MARK = {"fail": "FAIL", "error": "ERR", "xfail": "xfail", "xpass": "XPASS", "unsupported": "n/a", "skip": "skip"}
 
@@ -38,7 +38,11 @@ def cells(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _column_order(frame: pd.DataFrame) -> list[tuple[str, str]]:
-    impls = sorted(frame["impl"].unique(), key=lambda i: (IMPL_ORDER.index(i) if i in IMPL_ORDER else -1, i))
+    def rank(impl: str) -> tuple:  # a +master32 variant right after its own
+        base = impl.partition("+")[0]
+        return IMPL_ORDER.index(base) if base in IMPL_ORDER else -1, impl
+
+    impls = sorted(frame["impl"].unique(), key=rank)
     dtypes = sorted(frame["dtype"].unique(), key=lambda d: DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 9)
     present = set(zip(frame["dtype"], frame["impl"]))
     return [(d, i) for d in dtypes for i in impls if (d, i) in present]

@@ -89,6 +89,33 @@ def parity(rows: pd.DataFrame) -> pd.DataFrame:
                          "tol (eps)": out["tol"].map(num), "verdict": out["status"], "detail": out["detail"]})
 
 
+SHORT = {"float64": "f64", "float32": "f32", "bfloat16": "bf16", "float16": "f16", "complex64": "c64",
+         "complex128": "c128", "python float": "py-float", "python int": "py-int"}
+
+
+def _kept(case: pd.DataFrame) -> str:
+    """``param bf16, exp_avg bf16, step f32`` from one case's ``state.dtype`` rows (``bf16/f32`` where
+    FQNs differ)."""
+    return ", ".join(f"{tensor} {'/'.join(dict.fromkeys(SHORT.get(d, d) for d in g['detail']))}"
+                     for tensor, g in case.groupby("tensor", sort=False))
+
+
+def precision(rows: pd.DataFrame) -> pd.DataFrame:
+    """The precision each tensor was kept in, per suite x impl x dtype (a state key only some hparam sets
+    keep, such as amsgrad's, included); hparam sets apart only where they keep a tensor differently."""
+    sel = rows[(rows["metric"] == "state.dtype") & (rows["check"] == "parity")]
+    out = []
+    for (suite, impl, dtype), group in sel.groupby(["suite", "impl", "dtype"], sort=False):
+        if "/" not in (text := _kept(group)):
+            out.append((suite, impl, dtype, "all", text))
+            continue
+        kept = {h: _kept(case) for h, case in group.groupby("hparams", sort=False)}
+        for text in dict.fromkeys(kept.values()):
+            sets = [h for h, t in kept.items() if t == text]
+            out.append((suite, impl, dtype, "all" if len(sets) == len(kept) else ", ".join(sets), text))
+    return pd.DataFrame(out, columns=["suite", "impl", "dtype", "hparams", "kept in"])
+
+
 def worst(rows: pd.DataFrame) -> pd.DataFrame:
     failing = by_case(rows, "parity.max_err_eps").query("status == 'fail'").index
     per = metric(rows, "parity.max_err_eps", aggregate=False)
