@@ -20,7 +20,8 @@ def errors_frame(values, fqn="w", tensor="param"):
 
 
 def test_registry_names_each_check_once():
-    assert list(REGISTRY) == ["parity", "cross", "forms", "deviations", "roundtrip", "errors", "speed", "memory"]
+    assert list(REGISTRY) == ["parity", "cross", "forms", "deviations", "roundtrip", "errors", "differentiable",
+                              "speed", "memory"]
 
 
 def test_a_declared_deviation_is_judged_apart_and_bounded():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from optbench.checks.base import Check
 from optbench.checks.cross import CrossCheck
 from optbench.checks.deviations import DeviationsCheck
+from optbench.checks.differentiable import DifferentiableCheck
 from optbench.checks.errors import ErrorsCheck
 from optbench.checks.forms import FormsCheck
 from optbench.checks.memory import MemoryCheck
@@ -17,6 +18,6 @@ from optbench.checks.roundtrip import RoundTripCheck
 from optbench.checks.speed import SpeedCheck
 
 REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), FormsCheck(), DeviationsCheck(), RoundTripCheck(),
-                                                   ErrorsCheck(), SpeedCheck(), MemoryCheck())}
+                                                   ErrorsCheck(), DifferentiableCheck(), SpeedCheck(), MemoryCheck())}
 
 __all__ = ["REGISTRY", "Check"]

@@ -1,0 +1,321 @@
+"""Differentiable: autograd through k steps of an optimizer built with ``differentiable=True`` agrees, at
+float64, with finite differences of the float64 reference on the same inputs.
+
+A case is one implementation x hparam set, on a few of the workload's parameters. For each k in
+``differentiable.steps`` it differentiates the update ``p_k - p_0`` with respect to three inputs:
+``grad`` (the step-1 gradients), ``lr`` (the constructor's lr as a 0-dim float64 Tensor that requires grad)
+and ``param`` (the initial parameters). A seeded direction ``d`` moves each element by a standard normal
+multiple of itself (relative: no sign flips); torch's ``J d`` comes from ``torch.autograd.functional.jvp``,
+the reference's from Richardson-extrapolated central differences at ``x + t d``, t in +-H, +-2H. Elements
+whose differences show a kink (a max or clamp switching within 2H) are left out and counted. Per (input,
+k, FQN) the error is ``max|J d - fd| / max|fd|``, held to ``TOLERANCE`` plus the differences' own rounding
+(docs/tolerances.md).
+
+A variant torch refuses with the flag (foreach, fused), a Tensor lr torch cannot differentiate, and the
+compiled step (no double backward) are ``unsupported`` with the reason. Suites declare deviations with
+``check: differentiable``: ``tensor`` globs the input, ``gate`` is ``single`` (k = 1) or ``multi`` (k > 1),
+``raises`` says autograd raises, ``max_err_eps`` bounds the relative error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from optbench.cases import Case, Outcome, RunContext
+from optbench.errors import UsageError
+from optbench.hyperparameters import accepts, complete, for_torch
+from optbench.results import row
+from optbench.suite import Suite
+
+WRT = ("grad", "lr", "param")
+DTYPE = "float64"
+EPS = float(np.finfo(np.float64).eps)
+H = 1e-4  # the relative move of the finite differences (and 2H)
+TOLERANCE = 1e-6  # relative error allowed where the differences resolve the derivative
+NOISE = 4.0  # the differences' rounding allowed: NOISE * eps * (|p_0| + |update|) / H per FQN
+KINK = 1e-3  # extrapolation error or second-difference misfit past this (relative): a kink, left out
+BASELINE = "for-loop"
+NON_LEAF = "The .grad attribute of a Tensor that is not a leaf"  # torch reads .grad of the (non-leaf) parameters
+
+
+def settings(ctx: RunContext) -> tuple[tuple[int, ...], str, int]:
+    """(steps, hparams, max_params) from the run's ``differentiable:`` block, validated."""
+    block = ctx.cfg.get("differentiable") or {}
+    steps, hparams, limit = block.get("steps", [1, 3]), str(block.get("hparams", "all")), block.get("max_params", 6)
+    try:
+        steps = tuple(sorted({int(s) for s in (steps if hasattr(steps, "__iter__") else [steps])}))
+        limit = int(limit)
+    except (TypeError, ValueError):
+        raise UsageError(f"differentiable.steps={steps}, max_params={limit}: need whole numbers") from None
+    if not steps or steps[0] < 1 or limit < 1 or hparams not in ("all", "first"):
+        raise UsageError("differentiable: need steps >= 1, max_params >= 1 and hparams all or first")
+    return steps, hparams, limit
+
+
+def pick(workload, hset, limit: int) -> list[str]:
+    """The first trainable parameter of each (param group, ndim, kind), up to ``limit``, with a step-1
+    gradient that has no exact zero (autograd's chain through sqrt(0) is 0 * inf = NaN there)."""
+    group = {n: i for i, names in enumerate(hset.assign(workload.names)) for n in names}
+    out, seen = [], set()
+    for spec in workload.specs:
+        g, key = workload.grads[0].get(spec.name), (group[spec.name], len(spec.shape), spec.kind)
+        if spec.kind != "frozen" and spec.numel and isinstance(g, np.ndarray) and np.all(g != 0) and key not in seen:
+            seen.add(key)
+            out.append(spec.name)
+    return out[:limit]
+
+
+def refuses(impl, device: torch.device) -> str:
+    """Why torch's variant refuses ``differentiable=True`` ("" if it steps): probed on one small parameter."""
+    if impl.compiled:  # measured: "torch.compile with aot_autograd does not currently support double backward"
+        return "unsupported: the check's jvp is a double backward, which torch.compile (aot_autograd) does not support"
+    if impl.is_candidate or impl.name == BASELINE:
+        return ""
+    p = torch.zeros(2, dtype=torch.float64, device=device, requires_grad=True).clone()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=NON_LEAF)
+            stepper = impl.build([p], {"differentiable": True})
+            p.grad = torch.ones_like(p, requires_grad=True)
+            stepper.step()
+    except Exception as exc:  # noqa: BLE001 - torch's refusal is the answer
+        return f"unsupported: torch refuses differentiable=True here: {type(exc).__name__}: {_first(exc)}"
+    return ""
+
+
+class _Run:
+    """One case's inputs and directions, and its two sides: torch's differentiable steps, the reference."""
+
+    def __init__(self, case: Case, ctx: RunContext, steps: tuple[int, ...], limit: int):
+        self.case, self.suite, self.device = case, case.suite, ctx.device
+        self.workload = ctx.workload(case.suite, case.hset, DTYPE, steps=max(steps), purpose="differentiable")
+        self.names = pick(self.workload, case.hset, limit)
+        self.defaults = case.suite.defaults(case.impl.optimizer_class)
+        rng = np.random.default_rng(ctx.seed)
+        self.x = {"grad": [self.workload.grads[0][n] for n in self.names],
+                  "lr": [np.float64(complete(case.hset.options, self.defaults).get("lr", 0.0))],
+                  "param": [self.workload.init[n] for n in self.names]}
+        self.d = {k: [v * (rng.standard_normal(np.shape(v)) if k != "lr" else 1.0) for v in xs] for k, xs in self.x.items()}
+
+    def tensors(self, values) -> list[torch.Tensor]:
+        return [torch.from_numpy(np.array(v)).to(self.device) for v in values]
+
+    def inputs(self, wrt: str) -> list[torch.Tensor]:
+        """Input ``wrt`` as torch takes it (parameters with the workload's strides)."""
+        if wrt == "param":
+            start = self.workload.materialize(torch.float64, self.device)
+            return [start[n].detach() for n in self.names]
+        return self.tensors(self.x[wrt])
+
+    def torch_updates(self, wrt: str, k: int, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The updates after ``k`` steps, with ``inputs`` standing in for input ``wrt``."""
+        given = {w: inputs if w == wrt else None for w in WRT}
+        p0 = given["param"] or self.inputs("param")
+        params = {n: p.clone() for n, p in zip(self.names, p0)}  # not leaves: the step runs on autograd's graph
+        options = {**for_torch(self.case.hset.options), "differentiable": True, **({"lr": inputs[0]} if wrt == "lr" else {})}
+        stepper = self.case.impl.build(self.case.hset.torch_groups(params), options)
+        for step in range(k):
+            grads = (given["grad"] or self.tensors(self.x["grad"])) if step == 0 else [
+                None if (g := self.workload.grads[step].get(n)) is None else self.tensors([g])[0] for n in self.names]
+            for n, g in zip(self.names, grads):
+                params[n].grad = g
+            stepper.step()
+        return tuple(params[n] - p for n, p in zip(self.names, p0))
+
+    def reference_updates(self, wrt: str, k: int, t: float) -> list[np.ndarray]:
+        """The reference's updates after ``k`` steps with input ``wrt`` moved to ``x + t d``."""
+        x = {w: [a + t * b for a, b in zip(self.x[w], self.d[w])] if w == wrt else self.x[w] for w in WRT}
+        hset = replace(self.case.hset, options={**self.case.hset.options, "lr": float(x["lr"][0])})
+        hp = hset.reference_hp(self.names, self.defaults, {**self.suite.reference_options, "dtype_eps": EPS})
+        ref, params, state = self.suite.reference, dict(zip(self.names, x["param"])), {}
+        if getattr(ref, "EAGER_STATE", False):
+            state = {n: ref.init(params[n], hp[n]) for n in self.names}
+        for step in range(k):
+            for i, n in enumerate(self.names):
+                g = x["grad"][i] if step == 0 else self.workload.grads[step].get(n)
+                if g is not None:
+                    state[n] = state[n] if n in state else ref.init(params[n], hp[n])
+                    params[n], state[n] = ref.update(params[n], g, state[n], hp[n])
+        return [params[n] - p for n, p in zip(self.names, x["param"])]
+
+
+def compare(jd: list[np.ndarray], at: dict[float, list[np.ndarray]], p0: list[np.ndarray]) -> list[tuple]:
+    """Per FQN: (error, tolerance, kinks left out, resolved) of torch's ``jd`` against the reference's
+    updates ``at`` (t -> per-FQN updates at x + t d)."""
+    out = []
+    for j, a in enumerate(jd):
+        f = {t: v[j] for t, v in at.items()}
+        d1, d2 = (f[H] - f[-H]) / (2 * H), (f[2 * H] - f[-2 * H]) / (4 * H)
+        fd = (4 * d1 - d2) / 3  # Richardson: the H**2 term cancels
+        bend = np.abs((f[2 * H] - 2 * f[0.0] + f[-2 * H]) - 4 * (f[H] - 2 * f[0.0] + f[-H])) / (2 * H)  # ~0 unless a kink
+        noise = NOISE * EPS * np.max(np.abs(p0[j]) + np.abs(f[0.0]), initial=0.0) / H
+        size = np.max(np.abs(fd), initial=0.0)
+        scale = max(size, noise)
+        smooth = np.maximum(np.abs(d1 - d2), bend) <= KINK * size + 4 * noise
+        diff = np.max(np.abs(a - fd)[smooth], initial=0.0) if np.all(np.isfinite(a[smooth])) else np.inf
+        out.append((diff / scale if scale else 0.0, (TOLERANCE * size + noise) / scale if scale else 1.0,
+                    int((~smooth).sum()), noise <= TOLERANCE * size))
+    return out
+
+
+class DifferentiableCheck:
+    name = "differentiable"
+    requires = ()
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        _, which, _ = settings(ctx)
+        out = []
+        closure = getattr(suite.reference, "KIND", "") == "closure"
+        for impl in sorted(ctx.impls[suite.name], key=lambda i: i.name != BASELINE):
+            only64 = "" if DTYPE in ctx.dtypes[suite.name] else "runs at float64 only (dtype=float64)"
+            skip = ctx.unavailable(impl, DTYPE) or only64
+            if not skip and accepts(impl.optimizer_class, ["differentiable"]):
+                skip = f"unsupported: {impl.optimizer_class.__name__}'s constructor takes no differentiable"
+            skip = skip or ("closure-driven: a step is not a function of one gradient" if closure else "")
+            skip = skip or refuses(impl, ctx.device)
+            if skip:
+                out.append(Case(suite, impl, DTYPE, None, ctx.device, skip=skip))
+                continue
+            for hset in suite.hparams[:1] if which == "first" else suite.hparams:
+                why = "" if hset.dtypes is None or DTYPE in hset.dtypes else f"set runs at {', '.join(hset.dtypes)}: {hset.note}"
+                why = why or ("sparse gradients are not differentiated" if "sparse" in suite.workload_of(hset) else "")
+                why = why or ("an lr schedule is not differentiated" if hset.schedule else "")
+                if not why and not impl.is_candidate and hset.impls is not None and impl.name not in hset.impls:
+                    why = f"set runs on {', '.join(hset.impls)} only"
+                out.append(Case(suite, impl, DTYPE, hset, ctx.device, skip=why))
+        return out
+
+    def group(self, case: Case) -> tuple:
+        return (case.suite.name, self.name, case.impl_name)
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        if case.skip:
+            status = "unsupported" if case.skip.startswith("unsupported") else "skip"
+            shown = case.skip.removeprefix("unsupported: ")
+            line = f"  {status.upper()[:5]:5} {self.name} {case.impl_name:>10} {shown}" if case.hset is None else ""
+            return Outcome([row(case.labels, check=self.name, metric="case.skipped", value=1, status=status,
+                                detail=case.skip)], line)
+        steps, _, limit = settings(ctx)
+        run = _Run(case, ctx, steps, limit)
+        if not run.names:
+            return Outcome([row(case.labels, check=self.name, metric="case.skipped", value=1, status="skip",
+                                detail="no parameter with a step-1 gradient free of exact zeros")])
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=NON_LEAF)
+            measured = {(w, k): self.measure(run, w, k) for w in WRT if w != "lr" or "lr" in run.defaults for k in steps}
+        declared = case.suite.deviations_for(case.impl_name, DTYPE, case.hset.name, check=self.name)
+        claims: list[list] = [[] for _ in declared]  # what each declared deviation covers
+        verdicts, rows, cells = [], [], {}
+        for (wrt, k), (kind, found) in measured.items():
+            gate = "single" if k == 1 else "multi"
+            matching = [i for i, d in enumerate(declared)
+                        if fnmatch.fnmatchcase(wrt, d.tensor) and fnmatch.fnmatchcase(gate, d.gate)]
+            if kind == "raised":
+                i = next((i for i in matching if declared[i].raises == type(found).__name__), None)
+                seen = f"{type(found).__name__}: {_first(found)}"
+                if i is not None:
+                    claims[i].append((wrt, k, seen))
+                status, value, detail = ("xfail", np.nan, f"{declared[i].finding}: raises {seen}") if i is not None else (
+                    "error", np.nan, f"autograd raises {seen}")
+            elif kind == "unsupported":
+                status, value, detail = "unsupported", np.nan, found
+            else:
+                status, value, detail = self._judge(case, wrt, k, found, [(i, declared[i]) for i in matching], claims, rows)
+            verdicts.append(row(case.labels, check=self.name, metric="differentiable.max_rel_err", value=value, status=status,
+                                tensor=wrt, step=k, detail=detail))
+            cells.setdefault(wrt, []).append(f"{value:.2g}" if np.isfinite(value) else status[:5])
+        deviations = [self._deviation(case, declared[i], claimed) for i, claimed in enumerate(claims) if claimed]
+        statuses = {r["status"] for r in verdicts + deviations}
+        status = next((s for s in ("error", "fail", "xpass", "xfail", "pass") if s in statuses), "unsupported")
+        worst = max((r["value"] for r in verdicts if r["status"] in ("pass", "fail")), default=np.nan)
+        shown, ks = ", ".join(f"{w} {'/'.join(c)}" for w, c in cells.items()), "/".join(map(str, steps))
+        detail = f"{len(run.names)} parameters ({', '.join(run.names)}), steps {ks}: {shown}"
+        rows.insert(0, row(case.labels, check=self.name, metric="differentiable.max_rel_err", value=worst,
+                           status="fail" if status == "error" else status, detail=detail))
+        line = (f"  {status.upper()[:5]:5} {self.name} {case.impl_name:>10} {case.hset.name:<34} {shown} "
+                f"(steps {ks}, tol {TOLERANCE:g})")
+        line += "".join(f"\n        {r['tensor']} (k={r['step']}) {r['status']}: {r['detail']}" for r in verdicts
+                        if r["status"] in ("fail", "error"))
+        line += "".join(f"\n        {r['status'].upper()} {r['detail']}" for r in deviations if r["status"] != "xfail")
+        return Outcome([*rows[:1], *verdicts, *deviations, *rows[1:]], line)
+
+    def measure(self, run: _Run, wrt: str, k: int) -> tuple[str, object]:
+        """("unsupported", why) | ("raised", exception) | ("measured", [(fqn, error, tol, kinks, resolved)]):
+        the derivative of the k-step update with respect to ``wrt``."""
+        impl, inputs = run.case.impl, run.inputs(wrt)
+        try:  # the forward alone first: torch refusing the flag or a Tensor lr is not a wrong derivative
+            run.torch_updates(wrt, k, [x.detach().requires_grad_() for x in inputs])
+        except Exception as exc:
+            if wrt != "lr" and (impl.name == BASELINE or impl.is_candidate):
+                raise
+            what = "a Tensor lr that requires grad" if wrt == "lr" else "differentiable=True"
+            return "unsupported", f"torch refuses {what} here: {type(exc).__name__}: {_first(exc)}"
+        try:
+            _, jd = torch.autograd.functional.jvp(lambda *xs: run.torch_updates(wrt, k, list(xs)), tuple(inputs),
+                                                  tuple(run.tensors(run.d[wrt])))
+        except Exception as exc:  # noqa: BLE001 - autograd raising is the verdict
+            return "raised", exc
+        at = {t: run.reference_updates(wrt, k, t) for t in (-2 * H, -H, 0.0, H, 2 * H)}
+        found = compare([j.detach().cpu().numpy() for j in jd], at, run.x["param"])
+        return "measured", [(n, *r) for n, r in zip(run.names, found)]
+
+    def _judge(self, case: Case, wrt: str, k: int, found: list, matching: list, claims: list, rows: list):
+        """(status, value, detail) of one input and k; each FQN goes to the first matching declared deviation
+        that does not raise (a raising one learns that it no longer raises here), the rest is judged."""
+        for i, d in matching:
+            if d.raises:
+                claims[i].append((wrt, k, None))
+        free, excused, worst = [], False, 0.0
+        for fqn, e, t, kinks, ok in found:
+            i, d = next(((i, d) for i, d in matching if not d.raises and fnmatch.fnmatchcase(fqn, d.fqn)), (None, None))
+            if d:
+                claims[i].append((wrt, k, (e, t, ok)))
+            else:
+                free.append((e / t, fqn, e, t))
+            excused |= bool(d) and e > t
+            worst = max(worst, e) if ok or e > t else worst  # over what the differences resolve, and anything past tol
+            note = f"{'' if ok else ' (the rounding of the differences)'}{f', {kinks} kinks left out' if kinks else ''}"
+            rows.append(row(case.labels, check=self.name, metric="differentiable.max_rel_err", value=e, fqn=fqn, tensor=wrt,
+                            step=k, detail=f"tol {t:.3g}{note}{f', under {d.finding}' if d else ''}"))
+        over = max((x for x in free if x[2] > x[3]), default=None)
+        status = "fail" if over else "xfail" if excused else "pass"
+        detail = (f"{over[1]}: {over[2]:.3g} > tol {over[3]:.3g}" if over else f"deviates as declared (worst {worst:.3g})"
+                  if excused else f"within tolerance (worst {worst:.3g})")
+        loose, kinks, covered = sum(not r[4] for r in found), sum(r[3] for r in found), len(found) - len(free)
+        detail += f"; {covered} FQNs under declared deviations" if covered else ""
+        detail += f"; {loose} of {len(found)} FQNs judged within the differences' rounding" if loose else ""
+        detail += f"; {kinks} elements at kinks left out" if kinks else ""
+        return status, worst, detail
+
+    def _deviation(self, case: Case, d, claimed: list) -> dict:
+        """A declared deviation's row: xfail while what it covers still deviates (or raises), xpass once not;
+        ``fail`` past its bound (``max_err_eps``, on top of the differences' rounding)."""
+        where = ", ".join(sorted({f"{w} k={k}" for w, k, _ in claimed}))
+        fixed = ": remove the declaration once the fix is released"
+        if d.raises:
+            raised = [seen for _, _, seen in claimed if seen]
+            status, seen, value = (("xfail", f"still raises {raised[0]} ({where})", 1.0) if raised
+                                   else ("xpass", f"no longer raises ({where}){fixed}", 0.0))
+        else:
+            judged = [r for _, _, r in claimed]
+            value = max((e for e, t, ok in judged if ok or e > t), default=0.0)
+            if d.max_err_eps is not None and any(e > t + d.max_err_eps - TOLERANCE for e, t, _ in judged):
+                status, seen = "fail", f"{value:.3g} is beyond the declared bound of {d.max_err_eps:g}: not the known deviation"
+            elif any(e > t for e, t, _ in judged):
+                status, seen = "xfail", f"still deviates, worst {value:.3g} ({where})"
+            elif d.intermittent:  # it shows on some inputs only
+                status, seen = "pass", f"within tolerance on these inputs, worst {value:.3g} ({where})"
+            else:
+                status, seen = "xpass", f"within tolerance now, worst {value:.3g} ({where}){fixed}"
+        return row(case.labels, check="deviation", metric="deviation.observed", value=value, status=status, fqn=d.fqn,
+                   tensor=d.tensor, detail=f"{d.finding}: {d.reason} Observed: {seen}")
+
+
+def _first(exc: Exception) -> str:
+    """The exception's first line, without autograd's hint."""
+    return str(exc).splitlines()[0].split(" Hint:")[0] if str(exc) else ""
