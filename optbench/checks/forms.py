@@ -1,16 +1,19 @@
-"""Hyperparameter forms: every form torch accepts (Tensor lr 0-dim and 1-element, Tensor betas, Tensor
-weight_decay, an lr scheduler mid-run on a float and on a Tensor lr), checked like parity.
+"""Hyperparameter forms: every form torch documents (Tensor lr 0-dim and 1-element, Tensor betas, Tensor
+weight_decay, where the constructor's signature admits a Tensor; an lr scheduler mid-run on a float and
+on a Tensor lr), checked like parity.
 
 Each form is the suite's first hparam set with one thing changed. It runs through the parity check
 (reference, one-step and trajectory gates, declared deviations), at each selected dtype and on every
 implementation. A form torch rejects at construction is an ``unsupported`` row carrying torch's
 message; one that torch accepts and then crashes on is an ``error`` row. A Tensor form is also compared
-with its float twin (the same values as Python floats), reported as ``forms.vs_float_max_err_eps``
-(failing past the cross-implementation bound) and ``forms.vs_float_bitwise``.
+with its float twin (the same values as Python floats), reported as ``forms.vs_float_max_err_eps`` in eps of the dtype
+but never finer than float32's (the Tensor's own dtype; failing past the cross-implementation bound)
+and ``forms.vs_float_bitwise``.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 
 import numpy as np
@@ -39,6 +42,13 @@ def _warmup_cosine(steps: int) -> dict:
     return {"kind": "warmup_cosine", "warmup": 5, "total": steps}
 
 
+def takes_tensor(optimizer_class: type, name: str) -> bool:
+    """Whether the constructor's signature documents a Tensor for ``name`` (``lr: float | Tensor``;
+    Adam's ``betas: tuple[float | Tensor, float | Tensor]``); an unannotated argument is tried."""
+    parameter = inspect.signature(optimizer_class.__init__).parameters.get(name)  # None: taken by **kwargs
+    return parameter is None or parameter.annotation is inspect.Parameter.empty or "Tensor" in str(parameter.annotation)
+
+
 def forms(suite: Suite, optimizer_class: type, steps: int) -> list[tuple[HparamSet, str | None]]:
     """(form, name of its float twin or None) for the suite's first hparam set, as far as the
     optimizer's constructor has the hyperparameter at all."""
@@ -47,6 +57,7 @@ def forms(suite: Suite, optimizer_class: type, steps: int) -> list[tuple[HparamS
     # a hyperparameter the constructor takes, given as numbers (not already as a Tensor form)
     has = lambda name: (not accepts(optimizer_class, [name]) and name in options  # noqa: E731
                         and "tensor" not in str(options[name]))
+    tensor = lambda name: has(name) and takes_tensor(optimizer_class, name)  # noqa: E731
     # Values a float32 Tensor holds exactly, so that a Tensor form and its float twin mean the same numbers.
     held = {k: _float32(options[k]) for k in ("lr", "betas", "weight_decay") if has(k)}
     base = replace(base, options={**base.options, **held})
@@ -56,13 +67,13 @@ def forms(suite: Suite, optimizer_class: type, steps: int) -> list[tuple[HparamS
     def form(name: str, twin: str | None = "float", schedule=None, **changed):
         out.append((replace(base, name=name, options={**base.options, **changed}, schedule=schedule), twin))
 
-    if has("lr"):
-        lr = options["lr"]
+    lr = options.get("lr")
+    if tensor("lr"):
         form("tensor_lr", lr={"tensor": lr})
         form("tensor_lr_1elem", lr={"tensor": [lr]})
-    if has("betas"):
+    if tensor("betas"):
         form("tensor_betas", betas=[{"tensor": b} for b in options["betas"]])
-    if has("weight_decay"):
+    if tensor("weight_decay"):
         decay = options["weight_decay"] or _float32(0.01)
         if decay != options["weight_decay"]:
             form("weight_decay", twin=None, weight_decay=decay)
@@ -70,8 +81,9 @@ def forms(suite: Suite, optimizer_class: type, steps: int) -> list[tuple[HparamS
              weight_decay={"tensor": decay})
     if has("lr"):
         form("step_lr", twin=None, schedule=STEP_LR)
-        form("step_lr_tensor_lr", twin="step_lr", schedule=STEP_LR, lr={"tensor": lr})
         form("warmup_cosine", twin=None, schedule=_warmup_cosine(steps))
+    if tensor("lr"):
+        form("step_lr_tensor_lr", twin="step_lr", schedule=STEP_LR, lr={"tensor": lr})
         form("warmup_cosine_tensor_lr", twin="warmup_cosine", schedule=_warmup_cosine(steps), lr={"tensor": lr})
     return out
 
@@ -107,7 +119,9 @@ class FormsCheck:
         ctx.scratch[("form", case.hset.name)] = mine
         twin = ctx.scratch.get(("form", case.label)) if case.label else None
         if mine is not None and twin is not None:
-            eps = torch.finfo(DTYPES[case.dtype]).eps
+            # A Tensor hyperparameter is float32 (as torch.tensor(0.01) makes it), and torch computes with it,
+            # and a scheduler updates it, in float32: against its float twin it is as exact as float32 at most.
+            eps = max(torch.finfo(DTYPES[case.dtype]).eps, torch.finfo(torch.float32).eps)
             skip = ctx.scratch.get(("declared", case.impl_name), set())
             x = cross_error(mine, twin, eps, skip=frozenset(skip))
             bitwise = all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)

@@ -2,8 +2,8 @@
 
 ``load_results`` reads and validates a results file; ``render_report`` writes the report beside it
 (or where asked): summary, machine, configuration, parity matrix (Markdown + ``parity_matrix.png``),
-parity cases, worst tensors, cross-implementation agreement, declared deviations, error inputs,
-state_dict round-trip, speed, memory, cases without a verdict, and the plots.
+parity cases, state precision, worst tensors, hyperparameter forms, cross-implementation agreement, declared deviations,
+error inputs, state_dict round-trip, speed, memory, cases without a verdict, and the plots.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from optbench.report import matrix, plots, tables
+from optbench.report import forms, matrix, plots, tables
 from optbench.report.load import load_results, normalize
 
 
@@ -34,7 +34,11 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
                   "no declared deviation covers. `FAIL`: past tolerance; `xfail`: a declared upstream deviation "
                   "(see the deviations table and docs/findings.md); `n/a`: the implementation does not take that "
                   "hparam set; `ERR`: it raised.", matrix.markdown(rows), "![parity matrix](parity_matrix.png)"]
-    sections = [("Parity cases", tables.parity(rows)), ("Worst tensors (failing cases, top 5)", tables.worst(rows)),
+    sections = [("Parity cases", tables.parity(rows)), ("State precision (the dtype each tensor was kept in)",
+                                                        tables.precision(rows)),
+                ("Worst tensors (failing cases, top 5)", tables.worst(rows)),
+                ("Hyperparameter forms (`=`: bit-exact with the float form; `rejected`: torch refuses it)",
+                 forms.table(rows)),
                 ("Cross-implementation agreement", tables.cross(rows)), ("Declared deviations", tables.deviations(rows)),
                 ("Error inputs", tables.errors(rows)), ("state_dict round-trip by name", tables.roundtrip(rows)),
                 ("Speed", tables.speed(wide)), ("Memory", tables.memory(rows)),
