@@ -7,6 +7,11 @@ bug can exist, e.g. "state kept in float32" only at float64) and ``STEPS`` (suit
 Each mutant runs as ``candidate=`` through ``optbench run`` once per dtype, alone at that dtype;
 it is caught when the run fails, and the report names the check (and for parity, which of its two
 gates: the free-running ``trajectory`` or the ``one-step`` check) that failed.
+
+A miss comes with the mutant's size, measured where its bug is resolved (its float32 run, else float64)
+and expressed in the missed dtype's units: its worst one-step error (the update, in eps of the
+update) and its worst drift (in eps, against the trajectory tolerance). A bug whose effect is a
+fraction of one bfloat16 eps per step cannot show in a bfloat16 parameter, whatever the gate.
 """
 
 from __future__ import annotations
@@ -20,9 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from optbench.catalog import suite_by_name
+from optbench.checks.parity import update_eps
+from optbench.one_step import UPDATE_FLOOR_EPS
 from optbench.report.tables import markdown
+from optbench.suite import DTYPES
 
 DEFAULT_STEPS = 25  # reaches a bug that starts after step 20
 DTYPE_ORDER = ("float64", "float32", "bfloat16", "float16")
@@ -99,7 +108,20 @@ def run_trial(trial: Trial) -> dict:
         results = SuiteRun(cfg, Path(out), echo=lambda *_: None).run()
         rows = results.rows
     return {"mutant": trial.mutant, "suite": trial.suite, "dtype": trial.dtype, "control": trial.control,
-            "failed": bool(results.failed), "detected_by": ", ".join(detecting(rows))}
+            "failed": bool(results.failed), "detected_by": ", ".join(detecting(rows)), "sizes": sizes(rows)}
+
+
+def sizes(rows: list[dict]) -> dict[str, tuple[float, float, float]]:
+    """Per hparam set: the worst one-step error of the parameter (eps of the update), of a state tensor
+    (eps of the dtype), and the worst drift (eps of the dtype)."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        if r["check"] != "parity" or r["metric"] not in ("parity.one_step_max_err_eps", "parity.max_err_eps") or not r["fqn"]:
+            continue
+        worst = out.setdefault(r["hparams"], [0.0, 0.0, 0.0])
+        slot = 2 if r["metric"] == "parity.max_err_eps" else 0 if r["tensor"] == "param" else 1
+        worst[slot] = max(worst[slot], r["value"])
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def run_all(trial_list: list[Trial], jobs: int) -> pd.DataFrame:
@@ -108,7 +130,33 @@ def run_all(trial_list: list[Trial], jobs: int) -> pd.DataFrame:
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             records = list(pool.map(run_trial, trial_list))
-    return pd.DataFrame(records, columns=["mutant", "suite", "dtype", "control", "failed", "detected_by"])
+    return pd.DataFrame(records, columns=["mutant", "suite", "dtype", "control", "failed", "detected_by", "sizes"])
+
+
+def _update_eps(suite: str, dtype: str) -> float:
+    """The unit the one-step check measures a parameter's update in (optbench.one_step.OneStep)."""
+    return max(update_eps(suite_by_name(suite), dtype) or 0.0, torch.finfo(DTYPES[dtype]).eps, UPDATE_FLOOR_EPS)
+
+
+def size_at(table: pd.DataFrame, mutant: str, dtype: str) -> str:
+    """The mutant's effect measured where it is resolved (float32, else float64), on the hparam sets that
+    run at ``dtype``, in ``dtype``'s units: the largest one-step error and the largest drift."""
+    missed = table[(table.mutant == mutant) & (table.dtype == dtype)]
+    runs_here = set(missed.sizes.iloc[0]) if len(missed) else set()
+    eps = lambda name: torch.finfo(DTYPES[name]).eps  # noqa: E731
+    for where in ("float32", "float64"):
+        found = table[(table.mutant == mutant) & (table.dtype == where) & table.failed]
+        if not len(found) or where == dtype:
+            continue
+        measured = [v for h, v in found.sizes.iloc[0].items() if h in runs_here]
+        if not measured:
+            continue
+        suite = found.suite.iloc[0]
+        one = max(max(p * _update_eps(suite, where) / _update_eps(suite, dtype), s * eps(where) / eps(dtype))
+                  for p, s, _ in measured)
+        drift = max(d for *_, d in measured) * eps(where) / eps(dtype)
+        return f"size at {where}, in {dtype} eps: one-step {one:.2g} (tol 16), drift {drift:.2g}"
+    return "size unknown (run it at float32 too)"
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -131,7 +179,8 @@ def render(table: pd.DataFrame) -> str:
                                              aggfunc="first").fillna("")
     caught = table[~table.control].pivot_table(index=["suite", "mutant"], columns="dtype", values="failed", aggfunc="first")
     for dtype in wide.columns:
-        wide[dtype] = [("caught: " + by if ok else "MISSED") if ok == ok else "" for by, ok in zip(wide[dtype], caught[dtype])]
+        wide[dtype] = [("caught: " + by if ok else f"MISSED ({size_at(table, mutant, dtype)})") if ok == ok else ""
+                       for (_, mutant), by, ok in zip(wide.index, wide[dtype], caught[dtype])]
     wide = wide[[d for d in DTYPE_ORDER if d in wide.columns]]
     lines = ["# Mutant detection", "", markdown(per_dtype), "", markdown(wide.reset_index())]
     bad = table[table.control & table.failed]

@@ -17,7 +17,10 @@ import torch
 
 from optbench.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.kernels import Implementation
+from optbench.master_copy import RoundingYardstick, model_rows
 from optbench.one_step import OneStep
+from optbench.precision import kept_in
+from optbench.reference.complex import as_complex
 from optbench.schedules import factor as schedule_factor, torch_scheduler
 from optbench.suite import HparamSet
 from optbench.workloads import Workload, reference_gradient
@@ -78,6 +81,7 @@ class Trajectory:
 
     errors: pd.DataFrame  # columns: step, fqn, tensor, err_eps, tol (the tolerance that row is held to), kind
     snapshots: list[dict] = field(default_factory=list)
+    dtypes: dict = field(default_factory=dict)  # (fqn, tensor) -> dtype name it was kept in (optbench.precision)
 
 
 class _GradientReference:
@@ -182,9 +186,12 @@ def run_trajectory(
     the dtype's eps."""
     params = workload.materialize(dtype, device)
     stepper = hset.build(impl, params)
+    stepped, judged = stepper.params or params, stepper.precision or dtype  # float32 masters: kernels.master_weights
     eps = torch.finfo(dtype).eps
-    start = {n: p.detach().to(device="cpu", dtype=torch.float64).numpy().copy() for n, p in params.items()}
-    hp = hset.reference_hp(list(params), defaults, {**(reference_options or {}), "dtype_eps": eps})
+    tighter = torch.finfo(judged).eps / eps  # rows stay in eps of ``dtype``; masters are held to float32's tolerance
+    start = {n: as_array(p) for n, p in params.items()}  # float64 copies (complex128 for complex parameters)
+    hp = hset.reference_hp(list(params), defaults, {**(reference_options or {}), "dtype_eps": torch.finfo(judged).eps})
+    reference = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
     closure_driven = getattr(reference, "KIND", "gradient") == "closure"
     yardstick = None
     if closure_driven:
@@ -194,11 +201,13 @@ def run_trajectory(
         closure = objective_closure(stepper.optimizer, params, workload)
     else:
         ref = _GradientReference(reference, start, hp)
+        if stepped is not params:  # masters: how far float32 rounding alone moves them (optbench.master_copy)
+            yardstick = RoundingYardstick(lambda moved: _GradientReference(reference, moved, hp), start, eps * tighter)
     scheduler = torch_scheduler(hset.schedule, stepper.optimizer) if hset.schedule else None
     base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
     lr_groups = _groups_by_name(stepper.optimizer) if hset.schedule else {}
     rows, snapshots, scales, noise = [], [], {}, {}
-    local = OneStep(reference, hp, dtype, update_eps) if one_step and not closure_driven else None
+    local = OneStep(reference, hp, judged, update_eps) if one_step and not closure_driven else None
     for step in range(workload.steps):
         for name, lr in base_lr.items():  # the documented schedule, in place (the references hold these dicts)
             hp[name]["lr"] = scheduled_lr(lr * schedule_factor(hset.schedule, step), lr_groups[name]["lr"])
@@ -209,18 +218,20 @@ def run_trajectory(
         else:
             set_gradients(params, workload, step)
             grads = {n: reference_gradient(p.grad) for n, p in params.items()}
-            before = snapshot(stepper.optimizer, params) if local else None
+            before = snapshot(stepper.optimizer, stepped) if local else None
             private = dict(ref.state)  # the reference's own state before the step (update never mutates it)
             stepper.step()
             ref.step(grads)
+            if yardstick is not None:
+                yardstick.step(grads)
         if scheduler is not None:
             scheduler.step()
-        actual, expected = snapshot(stepper.optimizer, params), ref.expected()
+        actual, expected = snapshot(stepper.optimizer, stepped), ref.expected()
         noisy = yardstick.expected() if yardstick is not None else {}
         if local:
             local.record(step + 1, before, actual, grads, private)
         for key in sorted(expected.keys() | actual.keys()):
-            tol = tolerance_eps(step + 1)
+            tol = tolerance_eps(step + 1) * tighter
             if key in expected and key in actual:
                 scales[key] = max(scales.get(key, 0.0), magnitude(expected[key]))
                 e = err_eps(actual[key], expected[key], eps, scales[key])
@@ -230,10 +241,14 @@ def run_trajectory(
             else:
                 e = float("inf")  # a state tensor only one side keeps
             rows.append((step + 1, key[0], key[1], e, tol))
+        if stepped is not params:  # the model's own parameters: its masters, rounded (optbench.master_copy)
+            held = {n: max(tolerance_eps(step + 1) * tighter, YARDSTICK_FACTOR * noise.get((n, "param"), 0.0))
+                    for n in params}
+            rows += model_rows(step + 1, params, expected, scales, held)
         if keep_snapshots:
             snapshots.append(actual)
     columns = ["step", "fqn", "tensor", "err_eps", "tol"]
     errors = pd.DataFrame(rows, columns=columns).assign(kind="trajectory")
     if local:
         errors = pd.concat([errors, pd.DataFrame(local.rows, columns=columns).assign(kind="one-step")], ignore_index=True)
-    return Trajectory(errors, snapshots)
+    return Trajectory(errors, snapshots, kept_in(stepper.optimizer, stepped, params))

@@ -51,3 +51,125 @@ class CachedLrSGD(torch.optim.SGD):
         finally:
             for group, lr in zip(self.param_groups, current):
                 group["lr"] = lr
+
+
+class Float32StateAdamW(torch.optim.AdamW):
+    """A correct AdamW that keeps its moments in float32 for bfloat16/float16 parameters and computes
+    each update in float32, rounding the parameter once (mixed precision as people train it)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                work = torch.promote_types(p.dtype, torch.float32)
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)
+                    state["exp_avg"] = torch.zeros_like(p, dtype=work)
+                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=work)
+                    if group["amsgrad"]:
+                        state["max_exp_avg_sq"] = torch.zeros_like(p, dtype=work)
+                grad = p.grad.to(work) * (-1.0 if group["maximize"] else 1.0)
+                state["step"] += 1
+                t = float(state["step"])
+                value = p.to(work).mul_(1 - lr * decay)
+                state["exp_avg"].lerp_(grad, 1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                second = state["exp_avg_sq"]
+                if group["amsgrad"]:
+                    second = torch.maximum(state["max_exp_avg_sq"], second, out=state["max_exp_avg_sq"])
+                denom = (second.sqrt() / (1 - beta2**t) ** 0.5).add_(eps)
+                value.addcdiv_(state["exp_avg"], denom, value=-lr / (1 - beta1**t))
+                p.copy_(value)
+
+
+class ConjugateGradSGD(torch.optim.SGD):
+    """Bug (complex parameters): steps along ``conj(grad)``, so every imaginary part climbs its loss."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p.is_complex():
+                    p.grad = p.grad.conj().resolve_conj()
+        return super().step(closure)
+
+
+class ComplexSquareAdam(torch.optim.Adam):
+    """Bug (complex parameters): the second moment takes the complex square ``g * g`` (``modulus=True``:
+    ``|g|**2``, as a "natural" complex Adam would) where torch's documented rule squares the real and
+    imaginary parts apart. Default options only (no weight decay, amsgrad or maximize)."""
+
+    modulus = False
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g, state = p.grad, self.state[p]
+                if not state:
+                    state.update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+                state["step"] += 1
+                t = float(state["step"])
+                square = g * g.conj() if self.modulus else g * g
+                state["exp_avg"].lerp_(g, 1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).add_(square, alpha=1 - beta2)
+                denom = (state["exp_avg_sq"].sqrt() / (1 - beta2**t) ** 0.5).add_(group["eps"])
+                p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - beta1**t))
+
+
+class ModulusSquareAdam(ComplexSquareAdam):
+    """Bug (complex parameters): the second moment is ``|g|**2`` for both parts (see ComplexSquareAdam)."""
+
+    modulus = True
+
+
+class DifferentiableAdam(torch.optim.Adam):
+    """A correct hand-written Adam step autograd can follow (``differentiable=True``): L2 weight decay and
+    maximize, out-of-place moments, bias corrections as Python floats. The control of the two mutants below."""
+
+    def step(self, closure=None):
+        with torch.set_grad_enabled(self.defaults["differentiable"]):
+            for group in self.param_groups:
+                (beta1, beta2), eps, decay = group["betas"], group["eps"], group["weight_decay"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = -p.grad if group["maximize"] else p.grad
+                    grad = grad + decay * p if decay else grad
+                    state = self.state[p]
+                    if not state:
+                        state.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+                    state["step"] += 1
+                    t = state["step"]
+                    state["exp_avg"] = beta1 * state["exp_avg"] + (1 - beta1) * grad
+                    state["exp_avg_sq"] = beta2 * state["exp_avg_sq"] + (1 - beta2) * grad * grad
+                    denom = self._denominator(state["exp_avg_sq"].sqrt() / (1 - beta2**t) ** 0.5 + eps)
+                    p.sub_(self._lr(group) / (1 - beta1**t) * state["exp_avg"] / denom)
+
+    def _denominator(self, denom):
+        return denom
+
+    def _lr(self, group):
+        return group["lr"]
+
+
+class DetachedDenominatorAdam(DifferentiableAdam):
+    """Bug (differentiable): the same values, but the denominator is detached, so d step / d grad is wrong."""
+
+    def _denominator(self, denom):
+        return denom.detach()
+
+
+class ItemLrAdam(DifferentiableAdam):
+    """Bug (differentiable): reads a Tensor lr with ``.item()``, so the derivative with respect to lr is zero."""
+
+    def _lr(self, group):
+        lr = group["lr"]
+        return lr.item() if isinstance(lr, torch.Tensor) else lr

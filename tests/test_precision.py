@@ -97,11 +97,27 @@ def test_an_optimizer_that_ignores_its_scheduler_fails_the_schedule_forms(tmp_pa
 
 
 def test_mutants_command_reports_per_dtype(tmp_path, capsys):
-    code = main(["mutants", "--suite", "sgd", "--dtype", "float16", "--jobs", "1", "--out", str(tmp_path)])
+    code = main(["mutants", "--suite", "sgd", "--dtype", "float16", "--jobs", "1", "--out", str(tmp_path), "steps=10"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "| float16 | 3 | 3 | 1 | 1 |" in out  # caught / mutants, controls passing / controls
     assert (tmp_path / "mutants.csv").is_file() and "parity/one-step" in (tmp_path / "mutants.md").read_text()
+
+
+def test_a_missed_mutant_is_reported_with_its_size_in_the_missed_dtypes_eps():
+    import pandas as pd
+
+    from optbench.mutants import render
+
+    # per hparam set: (parameter one-step in eps of the update, state one-step, drift); "f32only" runs at float32 only
+    table = pd.DataFrame([
+        {"mutant": "m.Small", "suite": "adamw", "dtype": "float32", "control": False, "failed": True,
+         "detected_by": "parity/trajectory", "sizes": {"a": (512.0, 65536.0, 65536.0), "f32only": (1e9, 1e9, 1e9)}},
+        {"mutant": "m.Small", "suite": "adamw", "dtype": "bfloat16", "control": False, "failed": False,
+         "detected_by": "", "sizes": {"a": (1.0, 1.0, 2.0)}}])
+    text = render(table)
+    # 512 units of 2**-16 = 1 bfloat16 eps of the update; 65536 float32 eps = 1 bfloat16 eps of a state or drift
+    assert "MISSED (size at float32, in bfloat16 eps: one-step 1 (tol 16), drift 1)" in text, text
 
 
 def test_mutants_command_mistakes_are_one_line(capsys):

@@ -15,6 +15,7 @@ from optbench.accuracy import tolerance_eps
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import deviation_rows, split
 from optbench.hyperparameters import accepts, describe
+from optbench.precision import precision_rows
 from optbench.results import row
 from optbench.suite import DTYPES, Suite
 from optbench.trajectory import run_trajectory
@@ -61,6 +62,18 @@ def unsupported(case: Case, ctx: RunContext) -> str:
     return ""
 
 
+def complex_rejection(case: Case, ctx: RunContext) -> str:
+    """torch's one-line message where it rejects complex parameters for this implementation while taking
+    real ones of the same precision, "" otherwise. Every such rejection in torch is a deliberate check
+    (Adafactor, Muon: "does not support complex parameters"; SparseAdam at construction; fused kernels:
+    floating-point parameters only), so the case is ``unsupported``, not skipped (README, complex)."""
+    dtype = DTYPES[case.dtype]
+    if not dtype.is_complex or case.impl is None or case.impl.is_candidate:
+        return ""
+    why = case.impl.available(ctx.device, dtype)
+    return why if why and not case.impl.available(ctx.device, dtype.to_real()) else ""
+
+
 class ParityCheck:
     name = "parity"
     requires = ()
@@ -95,6 +108,11 @@ class ParityCheck:
         if case.skip and case.hset is not None:  # the hparam set itself excludes this implementation
             return Outcome([row(labels, check="parity", metric="case.unsupported", value=1, status="unsupported",
                                 detail=case.skip)])
+        rejected = complex_rejection(case, ctx) if case.skip else ""
+        if rejected:
+            why = f"torch rejects complex parameters: {rejected}"
+            return Outcome([row(labels, check="parity", metric="case.unsupported", value=1, status="unsupported", detail=why)],
+                           f"  UNSUP parity {case.impl_name:>10} {case.dtype:>8} {'':<34} {why}")
         if case.skip:
             return Outcome([row(labels, check="parity", metric="case.skipped", value=1, status="skip",
                                 detail=f"not available on {case.device.type}/{case.dtype}: {case.skip}")])
@@ -129,7 +147,7 @@ class ParityCheck:
         gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
         ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor) for _, errs in declared for e in errs.itertuples()}
         rows, line = self._rows(case, gated, declared)
-        return Outcome(rows + fixed, line)
+        return Outcome(rows + precision_rows(case.labels, traj.dtypes) + fixed, line)
 
     def _rows(self, case: Case, gated, declared) -> tuple[list[dict], str]:
         labels = case.labels
@@ -153,7 +171,7 @@ class ParityCheck:
             detail += f"; declared deviations: {', '.join(sorted({d.finding for d, _ in declared}))}"
         worst_err = float(drift.err_eps.max()) if len(drift) else 0.0
         steps = int(drift.step.max()) if len(drift) else 0
-        tol = max(float(drift.tol.max()), tolerance_eps(steps)) if len(drift) else tolerance_eps(steps)
+        tol = float(drift.tol.max()) if len(drift) else tolerance_eps(steps)  # each row's own (master copies: tighter)
         rows = [row(labels, check="parity", metric="parity.max_err_eps", value=worst_err, unit="eps", status=status, detail=detail),
                 row(labels, check="parity", metric="parity.tol_eps", value=tol, unit="eps")]
         rows += [row(labels, check="parity", metric="parity.max_err_eps", value=err, unit="eps", fqn=fqn, tensor=tensor)
