@@ -5,7 +5,7 @@ import io
 import pytest
 import torch
 
-from optbench import load_state_dict_by_name
+from optbench import load_state_dict_by_name, name_aware
 from optbench.state_by_name import StateDictNameError
 
 
@@ -60,3 +60,49 @@ def test_unnamed_optimizer_is_refused_with_a_hint():
     sd = trained(m)
     with pytest.raises(StateDictNameError, match="named_parameters"):
         load_state_dict_by_name(torch.optim.AdamW(m.parameters(), lr=0.1), sd)
+
+
+def _saved_exp_avg(sd):
+    group = sd["param_groups"][0]
+    return {n: sd["state"][i]["exp_avg"] for n, i in zip(group["param_names"], group["params"])}
+
+
+def test_rename_maps_a_wrapped_models_names_by_mapping_or_callable():
+    m = model()
+    sd = trained(m)
+    saved = _saved_exp_avg(sd)
+    wrapped = [(f"module.{n}", p) for n, p in reversed(list(m.named_parameters()))]  # as DDP names them
+    opt = torch.optim.AdamW(wrapped, lr=0.1)
+    with pytest.raises(StateDictNameError, match="missing from the state_dict: module."):
+        load_state_dict_by_name(opt, sd)
+    load_state_dict_by_name(opt, sd, rename=lambda n: f"module.{n}")
+    assert all(torch.equal(opt.state[p]["exp_avg"], saved[n.removeprefix("module.")]) for n, p in wrapped)
+    compiled = [(f"_orig_mod.{n}", p) for n, p in m.named_parameters()]  # as torch.compile names them
+    opt = torch.optim.AdamW(compiled, lr=0.1)
+    load_state_dict_by_name(opt, sd, rename={n: f"_orig_mod.{n}" for n in saved})
+    assert all(torch.equal(opt.state[p]["exp_avg"], saved[n.removeprefix("_orig_mod.")]) for n, p in compiled)
+    with pytest.raises(StateDictNameError, match="rename maps two saved parameters to one name: x"):
+        load_state_dict_by_name(opt, sd, rename=lambda n: "x")
+    with pytest.raises(TypeError, match="mapping or a callable"):
+        load_state_dict_by_name(opt, sd, rename=3)
+
+
+def test_name_aware_makes_torchs_own_load_state_dict_match_by_name_until_removed():
+    m = model()
+    sd = trained(m)
+    saved = _saved_exp_avg(sd)
+    reversed_named = list(reversed(list(m.named_parameters())))
+    opt = torch.optim.AdamW(reversed_named, lr=0.1)
+    handle = name_aware(opt)
+    opt.load_state_dict(sd)
+    assert all(torch.equal(opt.state[p]["exp_avg"], saved[n]) for n, p in reversed_named)
+    handle.remove()  # torch's positional behaviour again: the wrong state (PyTorch #1489)
+    opt.load_state_dict(sd)
+    assert not all(opt.state[p]["exp_avg"].shape == saved[n].shape and torch.equal(opt.state[p]["exp_avg"], saved[n])
+                   for n, p in reversed_named)
+    strict = torch.optim.AdamW(reversed_named[1:], lr=0.1)
+    name_aware(strict)
+    with pytest.raises(StateDictNameError, match="unexpected in the state_dict"):
+        strict.load_state_dict(sd)
+    with pytest.raises(StateDictNameError, match="named_parameters"):
+        name_aware(torch.optim.AdamW(m.parameters(), lr=0.1))
