@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from optbench.accuracy import err_eps
-from optbench.one_step import ulp
+from optbench.one_step import perturbed, ulp
 
 
 class RoundingYardstick:
@@ -33,11 +33,7 @@ class RoundingYardstick:
         self.inner = make({n: self._moved(v) for n, v in start.items()})
 
     def _moved(self, value):
-        if isinstance(value, tuple):  # a sparse gradient: (indices, values)
-            return value[0], self._moved(value[1])
-        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-            return np.asarray(value * (1.0 + self.eps * self.rng.uniform(-1.0, 1.0, size=value.shape)))  # 0-dim too
-        return value
+        return perturbed(value, self.eps, self.rng, scalars=True)
 
     def step(self, grads: dict) -> None:
         self.inner.step({n: None if g is None else self._moved(g) for n, g in grads.items()})

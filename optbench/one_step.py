@@ -50,16 +50,18 @@ def ulp(x: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     return info.eps * np.exp2(np.floor(np.log2(magnitude_)))
 
 
-def _perturbed(value, eps: float, rng: np.random.Generator):
+def perturbed(value, eps: float, rng: np.random.Generator, *, scalars: bool = False):
     """``value`` with each element moved by up to eps relative, uniformly at random, independently per
-    element and input (so that two inputs that cancel exactly do not move together); counters, 0-dim
-    scalars and anything not an array are left alone."""
+    element and input (so that two inputs that cancel exactly do not move together); counters,
+    anything not an array and, unless ``scalars``, 0-dim arrays are left alone."""
     if isinstance(value, tuple) and len(value) == 2:  # a sparse gradient: (indices, values)
-        return value[0], _perturbed(value[1], eps, rng)
-    if isinstance(value, np.ndarray) and value.ndim > 0 and value.dtype.kind == "c":  # parts round apart
-        return _perturbed(value.real, eps, rng) + 1j * _perturbed(value.imag, eps, rng)
-    if isinstance(value, np.ndarray) and value.ndim > 0 and value.dtype.kind == "f":
-        return value * (1.0 + eps * rng.uniform(-1.0, 1.0, size=value.shape))
+        return value[0], perturbed(value[1], eps, rng, scalars=scalars)
+    if not isinstance(value, np.ndarray) or (value.ndim == 0 and not scalars):
+        return value
+    if value.dtype.kind == "c":  # parts round apart
+        return perturbed(value.real, eps, rng, scalars=scalars) + 1j * perturbed(value.imag, eps, rng, scalars=scalars)
+    if value.dtype.kind == "f":
+        return np.asarray(value * (1.0 + eps * rng.uniform(-1.0, 1.0, size=value.shape)))  # 0-dim stays an array
     return value
 
 
@@ -97,9 +99,9 @@ class OneStep:
         update_env, state_env = np.zeros(ref_param.shape), {}
         for draw in range(ENVELOPE_DRAWS):
             rng = np.random.default_rng([step, draw, zlib.crc32(name.encode())])
-            p = _perturbed(p_old, self.eps, rng)
-            moved = {k: _perturbed(v, self.eps, rng) for k, v in state.items()}
-            new_p, new_state = self.reference.update(p, _perturbed(grad, self.eps, rng), moved, self.hp[name])
+            p = perturbed(p_old, self.eps, rng)
+            moved = {k: perturbed(v, self.eps, rng) for k, v in state.items()}
+            new_p, new_state = self.reference.update(p, perturbed(grad, self.eps, rng), moved, self.hp[name])
             with np.errstate(invalid="ignore"):
                 update_env = np.fmax(update_env, np.abs((np.asarray(new_p) - p) - (ref_param - p_old)))
                 for k, v in ref_state.items():

@@ -124,3 +124,27 @@ def test_mutants_command_mistakes_are_one_line(capsys):
     assert main(["mutants", "--catalogue", "no.such.package"]) == 2
     assert main(["mutants", "--dtype", "float8"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 2
+
+
+def test_a_tensor_form_far_from_its_float_twin_fails_and_a_copy_is_bit_exact():
+    from optbench.catalog import suite_by_name
+    from optbench.cases import Case
+    from optbench.checks.forms import against_twin
+
+    case = Case(suite_by_name("sgd"), None, "float32", None, label="float")
+    twin = [{("w", "param"): np.array([1.0, -2.0]), ("w", "momentum_buffer"): np.array([0.5, 0.25])}] * 3
+    same = against_twin(case, [dict(s) for s in twin], twin)
+    assert same[0]["status"] == "pass" and same[1]["value"] == 1.0
+    eps32 = float(np.finfo(np.float32).eps)
+    off = [{**s, ("w", "param"): s[("w", "param")] * (1 + 200 * eps32)} for s in twin]  # 400 eps32 of the max 2.0
+    far = against_twin(case, off, twin)
+    assert far[0]["status"] == "fail" and far[1]["value"] == 0.0, far[0]["detail"]
+    assert against_twin(case, off, twin, declared={("w", "param")})[0]["status"] == "pass"  # a declared deviation's keys
+
+
+def test_a_declared_deviation_does_not_hide_a_bug_on_top_of_it(tmp_path):
+    """Rprop's F10 (float16 sign underflow) is bounded: a mutant under it fails the bound."""
+    code = run(tmp_path, "suite=rprop", "candidate=tests.mutants.rprop.SwappedEtasRprop", "impl=[candidate]",
+               "dtype=float16", "checks=[parity]", "steps=10", "options={}")
+    failed = [r for r in rows(tmp_path) if r["status"] == "fail"]
+    assert code == 1 and any(r["check"] == "deviation" and "F10" in r["detail"] for r in failed), failed

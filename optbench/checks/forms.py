@@ -88,6 +88,23 @@ def forms(suite: Suite, optimizer_class: type, steps: int) -> list[tuple[HparamS
     return out
 
 
+def against_twin(case: Case, mine: list[dict], twin: list[dict], declared=frozenset()) -> list[dict]:
+    """``forms.vs_float_max_err_eps`` (failing past the cross-implementation bound) and
+    ``forms.vs_float_bitwise`` of a Tensor form's snapshots against its float twin's, leaving out the
+    (fqn, tensor) keys a declared deviation covers. A Tensor hyperparameter is float32 (as
+    ``torch.tensor(0.01)`` makes it) and torch computes with it, and a scheduler updates it, in float32:
+    against its twin it is as exact as float32 at most, so the distance is in eps never finer than that."""
+    eps = max(torch.finfo(DTYPES[case.dtype]).eps, torch.finfo(torch.float32).eps)
+    x = cross_error(mine, twin, eps, skip=frozenset(declared))
+    bitwise = all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+                  for a, b in zip(mine, twin))
+    bound = cross_tolerance_eps(len(twin))
+    detail = f"against the {case.label} run: max {x:.3g} eps (bound {bound:.3g}), {'bit-exact' if bitwise else 'not bit-exact'}"
+    return [row(case.labels, check="forms", metric="forms.vs_float_max_err_eps", value=x, unit="eps",
+                status="pass" if x <= bound else "fail", detail=detail),
+            row(case.labels, check="forms", metric="forms.vs_float_bitwise", value=float(bitwise), detail=detail)]
+
+
 class FormsCheck:
     name = "forms"
     requires = ()
@@ -119,19 +136,9 @@ class FormsCheck:
         ctx.scratch[("form", case.hset.name)] = mine
         twin = ctx.scratch.get(("form", case.label)) if case.label else None
         if mine is not None and twin is not None:
-            # A Tensor hyperparameter is float32 (as torch.tensor(0.01) makes it), and torch computes with it,
-            # and a scheduler updates it, in float32: against its float twin it is as exact as float32 at most.
-            eps = max(torch.finfo(DTYPES[case.dtype]).eps, torch.finfo(torch.float32).eps)
-            skip = ctx.scratch.get(("declared", case.impl_name), set())
-            x = cross_error(mine, twin, eps, skip=frozenset(skip))
-            bitwise = all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
-                          for a, b in zip(mine, twin))
-            bound = cross_tolerance_eps(len(twin))
-            status = "pass" if x <= bound else "fail"
-            detail = f"against the {case.label} run: max {x:.3g} eps (bound {bound:.3g}), {'bit-exact' if bitwise else 'not bit-exact'}"
-            rows += [row(case.labels, check="forms", metric="forms.vs_float_max_err_eps", value=x, unit="eps", status=status,
-                         detail=detail),
-                     row(case.labels, check="forms", metric="forms.vs_float_bitwise", value=float(bitwise), detail=detail)]
-            if status == "fail":
-                line = (line + "\n" if line else "") + f"  FAIL  forms  {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {detail}"
+            twin_rows = against_twin(case, mine, twin, ctx.scratch.get(("declared", case.impl_name), set()))
+            rows += twin_rows
+            if twin_rows[0]["status"] == "fail":
+                line = ((line + "\n" if line else "")
+                        + f"  FAIL  forms  {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {twin_rows[0]['detail']}")
         return Outcome(rows, line)
