@@ -127,7 +127,8 @@ class Deviation:
     kind: str = "*"  # glob over the workload's parameter kinds (dense, frozen, noncontiguous, sometimes_none)
     intermittent: bool = False  # shows on some runs only (a rounding that may or may not flip): no xpass
     check: str = "parity"  # the check it concerns: parity (and cross), or roundtrip
-    gate: str = "*"  # the parity gate it covers: trajectory, one-step, or both (docs/tolerances.md)
+    gate: str = "*"  # the parity gate it covers: trajectory, one-step, or both (docs/tolerances.md); for
+    # check: roundtrip, a glob over the scenario names (optbench.state_scenarios)
 
     @property
     def whole_case(self) -> bool:
@@ -150,6 +151,9 @@ class Deviation:
 
     def matches_case(self, impl: str, dtype: str, hparams: str) -> bool:
         return self.matches_dtype(dtype) and all(fnmatch.fnmatchcase(v, p) for v, p in ((impl, self.impl), (hparams, self.hparams)))
+
+    def matches_scenario(self, scenario: str) -> bool:
+        return fnmatch.fnmatchcase(scenario, self.gate)
 
     def matches_tensor(self, fqn: str, tensor: str) -> bool:
         return fnmatch.fnmatchcase(fqn, self.fqn) and fnmatch.fnmatchcase(tensor, self.tensor)

@@ -169,8 +169,8 @@ def test_installed_console_script_end_to_end(tmp_path):
     record = json.loads((out / "results.json").read_text())
     assert record["schema_version"] == 2 and record["machine"]["torch"]
     metrics = {r["metric"] for r in record["rows"]}
-    assert {"parity.max_err_eps", "parity.xmax_err_eps_vs_forloop", "roundtrip.by_name_bitwise", "errors.rejected",
-            "roundtrip.positional_misattributed", "time.step_ms", "speed.gb_per_s", "mem.state_bytes"} <= metrics
+    assert {"parity.max_err_eps", "parity.xmax_err_eps_vs_forloop", "roundtrip.reversed", "errors.rejected",
+            "roundtrip.positional.same_shapes_reordered", "time.step_ms", "speed.gb_per_s", "mem.state_bytes"} <= metrics
     for name in ("results.csv", "report.md", "step_time.png", "parity_matrix.png"):
         assert (out / name).is_file(), name
     assert not (out / "results.partial.jsonl").exists()

@@ -5,7 +5,7 @@ import io
 import pytest
 import torch
 
-from optbench import load_state_dict_by_name, name_aware
+from optbench import load_state_dict_by_name, name_aware, to_flat, to_name_keyed, with_param_names
 from optbench.state_by_name import StateDictNameError
 
 
@@ -106,3 +106,71 @@ def test_name_aware_makes_torchs_own_load_state_dict_match_by_name_until_removed
         strict.load_state_dict(sd)
     with pytest.raises(StateDictNameError, match="named_parameters"):
         name_aware(torch.optim.AdamW(m.parameters(), lr=0.1))
+
+
+def test_regrouped_parameters_take_their_new_groups_hyperparameters_and_a_resumed_group_its_saved_ones():
+    m = model()
+    sd = trained(m)  # one group, lr 0.1
+    named = list(m.named_parameters())
+    same = torch.optim.AdamW(named, lr=0.5)
+    load_state_dict_by_name(same, sd)
+    assert same.param_groups[0]["lr"] == 0.1  # the same group again: resumes with the saved hyperparameters
+    split = torch.optim.AdamW([{"params": named[:2], "lr": 0.01}, {"params": named[2:], "lr": 0.02}])
+    load_state_dict_by_name(split, sd)
+    assert [g["lr"] for g in split.param_groups] == [0.01, 0.02]  # regrouped: the new groups' own
+    saved = _saved_exp_avg(sd)
+    assert all(torch.equal(split.state[p]["exp_avg"], saved[n]) for n, p in named)
+
+
+def test_keys_an_old_checkpoint_lacks_keep_the_current_groups_values():
+    m = model()
+    sd = trained(m)
+    old = {"state": sd["state"], "param_groups": [{k: v for k, v in g.items() if k not in ("maximize", "foreach")}
+                                                  for g in sd["param_groups"]]}
+    opt = torch.optim.AdamW(m.named_parameters(), lr=0.1, maximize=True, foreach=False)
+    load_state_dict_by_name(opt, old)
+    assert opt.param_groups[0]["maximize"] is True and opt.param_groups[0]["foreach"] is False
+    positional = torch.optim.AdamW(m.named_parameters(), lr=0.1, maximize=True, foreach=False)
+    positional.load_state_dict(old)
+    assert positional.param_groups[0]["maximize"] is False  # torch fills torch's defaults instead
+
+
+def test_a_changed_shape_is_named_and_unnamed_state_dicts_get_names():
+    m = model()
+    sd = trained(m)
+    grown = [(n, torch.nn.Parameter(torch.zeros(p.shape[0] + 1, *p.shape[1:]))) if n == "0.weight" else (n, p)
+             for n, p in m.named_parameters()]
+    with pytest.raises(StateDictNameError, match=r"0.weight changed shape: its saved state exp_avg has shape \(3, 4\)"):
+        load_state_dict_by_name(torch.optim.AdamW(grown, lr=0.1), sd)
+    unnamed = {"state": sd["state"], "param_groups": [{k: v for k, v in g.items() if k != "param_names"}
+                                                      for g in sd["param_groups"]]}
+    reversed_named = list(reversed(list(m.named_parameters())))
+    opt = torch.optim.AdamW(reversed_named, lr=0.1)
+    with pytest.raises(StateDictNameError, match="no 'param_names'"):
+        load_state_dict_by_name(opt, unnamed)
+    load_state_dict_by_name(opt, with_param_names(unnamed, [n for n, _ in m.named_parameters()]))
+    saved = _saved_exp_avg(sd)
+    assert all(torch.equal(opt.state[p]["exp_avg"], saved[n]) for n, p in reversed_named)
+    with pytest.raises(StateDictNameError, match="3 names for a state_dict of 4 parameters"):
+        with_param_names(unnamed, ["a", "b", "c"])
+
+
+def test_a_new_parameter_keeps_the_state_its_optimizer_set_up_at_construction():
+    m = model()
+    named = list(m.named_parameters())
+    opt = torch.optim.Adagrad(named[1:], lr=0.1, initial_accumulator_value=0.5)
+    sd = opt.state_dict()
+    bigger = torch.optim.Adagrad(named, lr=0.1, initial_accumulator_value=0.5)
+    load_state_dict_by_name(bigger, sd, strict=False)
+    assert torch.equal(bigger.state[named[0][1]]["sum"], torch.full_like(named[0][1], 0.5))
+
+
+def test_any_of_the_three_forms_loads_by_name():
+    m = model()
+    sd = trained(m)
+    saved = _saved_exp_avg(sd)
+    reversed_named = list(reversed(list(m.named_parameters())))
+    for form in (to_name_keyed(sd), to_flat(sd)):
+        opt = torch.optim.AdamW(reversed_named, lr=0.1)
+        load_state_dict_by_name(opt, form)
+        assert all(torch.equal(opt.state[p]["exp_avg"], saved[n]) for n, p in reversed_named)

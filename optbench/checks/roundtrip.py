@@ -1,118 +1,238 @@
-"""state_dict round-trip by parameter name.
+"""state_dict round-trip by parameter name: every scenario of ``optbench.state_scenarios``, per implementation.
 
-An optimizer built from named parameters runs ``k`` steps, is saved with ``torch.save`` and read back
-with ``torch.load(weights_only=True)``, then loaded into a fresh optimizer whose parameters come in
-another order (reversed within each group), once with torch's positional ``load_state_dict`` and once
-with ``load_state_dict_by_name``; both continue to the end and are compared with an uninterrupted run.
+An optimizer built from named parameters runs ``save_at`` steps; its state_dict goes through ``torch.save``
+and ``torch.load(weights_only=True)`` and is loaded into a fresh optimizer laid out as the scenario says.
+By name (``optbench.load_state_dict_by_name``) the load must continue the run as the uninterrupted one
+does (bit for bit when implementation, device and dtype are unchanged; within the cross-implementation
+tolerance otherwise), or refuse with an error naming the problem and continue once the user says how.
+torch's own positional ``load_state_dict`` is recorded beside it: right, silently wrong, or raises.
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import torch
 
+from optbench.accuracy import cross_tolerance_eps, err_eps, magnitude, tolerance_eps
 from optbench.cases import Case, Outcome, RunContext
-from optbench.kernels import Implementation
+from optbench.hyperparameters import for_torch
 from optbench.results import row
-from optbench.state_by_name import load_state_dict_by_name
-from optbench.suite import DTYPES, HparamSet, Suite
-from optbench.trajectory import as_array, set_gradients, snapshot
+from optbench.positional_load import POSITIONAL, positional
+from optbench.state_by_name import StateDictNameError, load_state_dict_by_name, name_aware
+from optbench.state_formats import optimizer_from_dict
+from optbench.state_scenarios import IMPLEMENTATION_CHAIN, SCENARIOS, Layout, Scenario
+from optbench.suite import DTYPES, Suite
+from optbench.trajectory import objective_closure, set_gradients, snapshot
 from optbench.workloads import Workload
 
-
-@dataclass(frozen=True)
-class RoundTrip:
-    positional_misattributed: list[str]  # FQNs whose state torch attached to another parameter
-    positional_detail: str
-    by_name_bitwise: bool
-    by_name_detail: str
+LBFGS_REFUSAL = "LBFGS keeps its state as flat vectors"
 
 
-def _run(impl, hset, params, order, workload, steps: range, state_dict=None, loader=None):
-    stepper = hset.build(impl, params, order)
-    if state_dict is not None:
-        loader(stepper.optimizer, state_dict)
-    for step in steps:
-        set_gradients(params, workload, step)
-        stepper.step()
-    return stepper.optimizer
+class Session:
+    """One case's runs: the uninterrupted baselines and the saved state_dicts, shared by its scenarios."""
+
+    def __init__(self, case: Case, ctx: RunContext, workload: Workload, save_at: int):
+        self.case, self.ctx, self.workload, self.save_at = case, ctx, workload, save_at
+        self.names = [s.name for s in workload.specs]
+        self.closure = case.suite.closure_driven
+        self._cache: dict = {}
+
+    def impl(self, name: str):
+        return next((i for i in self.ctx.impls[self.case.suite.name] if i.name == name), None)
+
+    def materialize(self, dtype: str, device: str) -> dict[str, torch.nn.Parameter]:
+        return self.workload.materialize(DTYPES[dtype], torch.device(device))
+
+    def build(self, impl, layout: Layout, params: dict):
+        if layout.from_dict:
+            impl = replace(impl, optimizer_class=partial(optimizer_from_dict, impl.optimizer_class))
+        return impl.build(layout.groups(self.case.hset, params, self.ctx.seed), for_torch(self.case.hset.options))
+
+    def advance(self, stepper, params: dict, steps: range, everything: dict | None = None) -> None:
+        """Step ``params``; a closure-driven optimizer's objective reads ``everything`` (frozen ones too)."""
+        for step in steps:
+            if self.closure:
+                stepper.step(objective_closure(stepper.optimizer, everything or params, self.workload))
+            else:
+                set_gradients(params, self.workload, step)
+                stepper.step()
+
+    def baseline(self, impl, dtype: str, device: str) -> dict:
+        """The uninterrupted run's final parameters and state, keyed (fqn, tensor)."""
+        key = ("baseline", impl.name, dtype, device)
+        if key not in self._cache:
+            params = self.materialize(dtype, device)
+            stepper = self.build(impl, Layout(), params)
+            self.advance(stepper, params, range(self.workload.steps))
+            self._cache[key] = snapshot(stepper.optimizer, params)
+        return self._cache[key]
+
+    def fresh(self, impl, dtype: str, device: str, names: list[str]) -> dict:
+        """``names`` run alone from ``save_at`` with fresh state (what strict=False gives a new parameter)."""
+        params = {n: p for n, p in self.materialize(dtype, device).items() if n in names}
+        stepper = self.build(impl, Layout(), params)
+        self.advance(stepper, params, range(self.save_at, self.workload.steps))
+        return snapshot(stepper.optimizer, params)
+
+    def saved(self, impl, dtype: str, device: str, layout: Layout):
+        """(parameters after ``save_at`` steps, the state_dict read back with weights_only=True, its FQN order).
+        Each call reads the file again: torch's load_state_dict keeps the loaded tensors when no cast is due,
+        so two optimizers loaded from one dict would share (and step) the same state."""
+        key = ("saved", impl.name, dtype, device, layout)
+        if key not in self._cache:
+            params = self.materialize(dtype, device)
+            mine = {n: params[n] for n in layout.fqns(self.names)}
+            stepper = self.build(impl, layout, mine)
+            self.advance(stepper, mine, range(self.save_at), everything=params)
+            buffer = io.BytesIO()
+            torch.save(stepper.optimizer.state_dict(), buffer)
+            order = [n.removeprefix(layout.prefix) for g in stepper.optimizer.param_groups for n in g["param_names"]]
+            self._cache[key] = (params, buffer.getvalue(), order)
+        params, data, order = self._cache[key]
+        return params, torch.load(io.BytesIO(data), weights_only=True), order
 
 
-def _clone(params: dict[str, torch.nn.Parameter]) -> dict[str, torch.nn.Parameter]:
+def _load_params(params: dict, layout: Layout, names: list[str], dtype: str, device: str) -> dict:
+    """The model as the loading side has it: the saved side's weights (cast, moved, one matrix grown)."""
     out = {}
-    for n, p in params.items():
-        value = torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=p.device).copy_(p.detach())
-        out[n] = torch.nn.Parameter(value, requires_grad=p.requires_grad)
+    for n in layout.fqns(names):
+        value = params[n].detach().to(device=device, dtype=DTYPES[dtype], copy=True)
+        if layout.grown and value.dim() == 2 and not any(v.dim() == 2 for v in out.values()):
+            value = torch.cat([value, torch.zeros_like(value[:1])])
+        out[n] = torch.nn.Parameter(value, requires_grad=params[n].requires_grad)
     return out
 
 
-def _saved_state_by_name(state_dict: dict) -> dict[str, dict]:
-    return {
-        name: state_dict["state"][pid]
-        for group in state_dict["param_groups"]
-        for name, pid in zip(group["param_names"], group["params"])
-        if pid in state_dict["state"]
-    }
+def _rename(scenario: Scenario, names: list[str]):
+    return {n: scenario.load.prefix + n for n in names} if scenario.rename == "mapping" else scenario.rename
 
 
-def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    return a is not None and b is not None and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+def compare(final: dict, expected: dict, exact: bool, eps: float, tol: float) -> tuple[bool, str]:
+    keys = expected.keys() | final.keys()
+    if exact:
+        bad = sorted(f"{n}/{k}" for n, k in keys if not (final.get((n, k)) is not None and expected.get((n, k)) is not None
+                     and final[(n, k)].shape == expected[(n, k)].shape and np.array_equal(final[(n, k)], expected[(n, k)], equal_nan=True)))
+        return not bad, ("bit for bit the uninterrupted run" if not bad else f"differs at {len(bad)} tensors, e.g. {', '.join(bad[:3])}")
+    worst, where = 0.0, ""
+    for key in keys:
+        e = err_eps(final[key], expected[key], eps, magnitude(expected[key])) if key in final and key in expected else float("inf")
+        if e > worst:
+            worst, where = e, f"{key[0]}/{key[1]}"
+    return worst <= tol, f"max {worst:.3g} eps at {where or '-'} (tolerance {tol:g})"
 
 
-def _diff(final: dict, expected: dict) -> list[str]:
-    return sorted(f"{n}/{k}" for (n, k) in expected.keys() | final.keys() if not _same(final.get((n, k)), expected.get((n, k))))
+def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, str]:
+    """(by-name status, detail, torch's positional verdict, its detail) of one scenario."""
+    case, ctx = session.case, session.ctx
+    impl, dtype, device = case.impl, case.dtype, case.device.type
+    save_impl, save_dtype = impl, dtype
+    if scenario.save_impl:
+        save_impl = previous_implementation(session)
+        if save_impl is None:
+            return "skip", "no other implementation of this optimizer runs here", "", ""
+    if scenario.devices:
+        if not torch.cuda.is_available():
+            return "skip", "needs CUDA (saved on one device, loaded on the other)", "", ""
+        save_device, device = scenario.devices
+    else:
+        save_device = device
+    if scenario.load_dtype:
+        save_dtype, dtype = "float32", scenario.load_dtype
+        why = ctx.unavailable(impl, dtype) or ctx.unavailable(impl, save_dtype)
+        if why:
+            return "skip", why, "", ""
+    params, _, order = session.saved(save_impl, save_dtype, save_device, scenario.save)
 
+    def state_dict() -> dict:  # a fresh read of the file for every load
+        loaded = session.saved(save_impl, save_dtype, save_device, scenario.save)[1]
+        return scenario.transform(loaded) if scenario.transform is not None else loaded
+    load_names = scenario.load.fqns(session.names)
+    rename = _rename(scenario, session.names)
+    refuses, recovery, recovery_refuses = scenario.refuses, scenario.recovery, ""
+    if session.closure and scenario.load.grouping != "suite":
+        return "skip", "LBFGS takes a single param group", "", ""
+    if session.closure and scenario.reorders:  # flat vectors in parameter order: by name it can only refuse
+        refuses, recovery_refuses = scenario.refuses or LBFGS_REFUSAL, LBFGS_REFUSAL if recovery else ""
+    elif session.closure and scenario.load.grown:
+        refuses = "flat state has"
 
-def check_roundtrip(impl: Implementation, hset: HparamSet, workload: Workload, dtype, device, save_at: int) -> RoundTrip:
-    order = [s.name for s in workload.specs]
-    permuted = list(reversed(order))
-    full, first, rest = range(workload.steps), range(save_at), range(save_at, workload.steps)
+    named_layout = replace(scenario.load, named=True)
 
-    params = workload.materialize(dtype, device)
-    expected = snapshot(_run(impl, hset, params, order, workload, full), params)
+    def load(strict: bool, how_rename, sd, layout: Layout = named_layout):
+        mine = _load_params(params, layout, session.names, dtype, device)
+        stepper = session.build(impl, layout, mine)
+        if scenario.through_hook:
+            handle = name_aware(stepper.optimizer, strict=strict, rename=how_rename)
+            stepper.optimizer.load_state_dict(sd)
+            handle.remove()
+        else:
+            load_state_dict_by_name(stepper.optimizer, sd, strict=strict, rename=how_rename)
+        return stepper, mine
 
-    params = workload.materialize(dtype, device)
-    saved = _run(impl, hset, params, order, workload, first).state_dict()
-    buffer = io.BytesIO()
-    torch.save(saved, buffer)
-    buffer.seek(0)
-    loaded = torch.load(buffer, weights_only=True)
-    by_name_saved = _saved_state_by_name(loaded)
-
-    # torch's positional load: which names end up holding another parameter's state?
-    fresh = _clone(params)
-    optimizer = hset.build(impl, fresh, permuted).optimizer
+    # What the by-name load (after the recovery, into a named optimizer) gives: the yardstick for torch's.
     try:
-        optimizer.load_state_dict(loaded)
-        attached = {n: optimizer.state.get(p, {}) for n, p in fresh.items()}
-        wrong = sorted(
-            n for n, st in attached.items()
-            if any(not _same(as_array(v), as_array(by_name_saved.get(n, {}).get(k))) for k, v in st.items() if as_array(v) is not None)
-            or (n in by_name_saved and not st)
-        )
-        detail = (
-            f"torch's positional load_state_dict attached the wrong state to {len(wrong)} of "
-            f"{len(by_name_saved)} FQNs with state (PyTorch #1489), e.g. {', '.join(wrong[:3])}"
-            if wrong else "positional load attached every state to the right parameter"
-        )
-    except Exception as exc:  # torch rejects some layouts outright; that is a finding too
-        wrong, detail = sorted(by_name_saved), f"positional load_state_dict raised {type(exc).__name__}: {exc}"
+        stepper, mine = load(recovery.strict if recovery else True, (recovery.rename if recovery else None) or rename,
+                             recovery.apply(state_dict(), order) if recovery else state_dict())
+        reference = (stepper.optimizer, mine)
+    except StateDictNameError:
+        reference = None
+    verdict, verdict_detail = positional(session, scenario, impl, state_dict(),
+                                         _load_params(params, scenario.load, session.names, dtype, device), reference)
 
-    fresh = _clone(params)
-    final = snapshot(_run(impl, hset, fresh, permuted, workload, rest, loaded, load_state_dict_by_name), fresh)
-    mismatched = _diff(final, expected)
-    by_name_detail = (
-        f"saved after step {save_at}, reloaded in reversed order: continued run equals the uninterrupted run bit for bit"
-        if not mismatched else f"continued run differs from the uninterrupted run at {len(mismatched)} tensors, e.g. {', '.join(mismatched[:3])}"
-    )
-    return RoundTrip(wrong, detail, not mismatched, by_name_detail)
+    detail = ""
+    if refuses:
+        try:
+            load(True, rename, state_dict(), scenario.load)
+            return "fail", f"by name it loaded where it must refuse ({refuses!r})", verdict, verdict_detail
+        except StateDictNameError as exc:
+            if refuses not in str(exc):
+                return "fail", f"refused, but without naming the problem: {exc}", verdict, verdict_detail
+            detail = f"refused: {str(exc)[:140]}"
+        if recovery is None:
+            return "pass", detail, verdict, verdict_detail
+        if recovery_refuses:
+            try:
+                load(recovery.strict, recovery.rename or rename, recovery.apply(state_dict(), order))
+            except StateDictNameError as exc:
+                if recovery_refuses in str(exc):
+                    return "pass", f"{detail}; with {recovery.how} too: {str(exc)[:100]}", verdict, verdict_detail
+            return "fail", f"{detail}; with {recovery.how} it did not refuse ({recovery_refuses!r})", verdict, verdict_detail
+        stepper, mine = load(recovery.strict, recovery.rename or rename, recovery.apply(state_dict(), order))
+        detail += f"; then with {recovery.how}: "
+    else:
+        stepper, mine = load(True, rename, state_dict())
+    session.advance(stepper, mine, range(session.save_at, session.workload.steps))
+    final = snapshot(stepper.optimizer, mine)
+    expected = {k: v for k, v in session.baseline(impl, save_dtype, save_device if not scenario.save_impl else device).items()
+                if k[0] in load_names and k[0] in order}
+    new = [n for n in load_names if n not in order]
+    if new:
+        expected.update(session.fresh(impl, dtype, device, new))
+    tol = cross_tolerance_eps(session.workload.steps) if scenario.save_impl or scenario.devices else tolerance_eps(session.workload.steps)
+    ok, how = compare(final, expected, scenario.exact, float(torch.finfo(DTYPES[dtype]).eps), tol)
+    dropped = [n for n in order if n not in load_names]
+    extra = (f"; {len(new)} new FQNs started fresh" if new else "") + (f"; {len(dropped)} saved FQNs dropped" if dropped else "")
+    return ("pass" if ok else "fail"), detail + f"continued {session.workload.steps - session.save_at} steps: {how}{extra}", verdict, verdict_detail
+
+
+def previous_implementation(session: Session):
+    """The implementation before the case's in IMPLEMENTATION_CHAIN that runs here (for-loop's: foreach)."""
+    here = session.case.impl.name
+    chain = [n for n in IMPLEMENTATION_CHAIN if session.impl(n) is not None
+             and not session.ctx.unavailable(session.impl(n), session.case.dtype)]
+    if here not in chain:
+        return session.impl("for-loop") if here != "for-loop" else None
+    at = chain.index(here)
+    other = chain[at - 1] if at > 0 else (chain[1] if len(chain) > 1 and chain[1] != "compiled" else None)
+    return session.impl(other) if other else None
 
 
 class RoundTripCheck:
-    """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``."""
+    """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``; a row per scenario."""
 
     name = "roundtrip"
     requires = ()
@@ -126,23 +246,38 @@ class RoundTripCheck:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
-        if case.suite.closure_driven:
-            return Outcome([row(case.labels, check="roundtrip", metric="roundtrip.by_name_bitwise", value=0, status="skip",
-                                detail="not applicable: a closure-driven optimizer (LBFGS) keeps its whole state as flat "
-                                       "vectors under its first parameter, so no state belongs to a name")])
         rt = ctx.cfg.roundtrip
         workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
-        r = check_roundtrip(case.impl, case.hset, workload, DTYPES[case.dtype], ctx.device, int(rt.save_at))
-        status, detail = ("pass" if r.by_name_bitwise else "fail"), r.by_name_detail
+        session = Session(case, ctx, workload, int(rt.save_at))
+        chosen = list(rt.scenarios) if rt.get("scenarios") not in (None, "all") else [s.name for s in SCENARIOS]
+        compiled_only = None if rt.get("compiled") in (None, "all") else set(rt.compiled)
         declared = case.suite.deviations_for(case.impl_name, case.dtype, case.hset.name, check="roundtrip")
-        if declared:  # a recorded upstream reason why this implementation cannot continue bit for bit
-            status = "xfail" if not r.by_name_bitwise else "xpass"
-            detail += f"; declared: {declared[0].finding}: {declared[0].reason}"
-        rows = [row(case.labels, check="roundtrip", metric="roundtrip.positional_misattributed",
-                    value=len(r.positional_misattributed), unit="fqns", detail=r.positional_detail),
-                row(case.labels, check="roundtrip", metric="roundtrip.by_name_bitwise", value=float(r.by_name_bitwise),
-                    status=status, detail=detail)]
-        line = (f"  {status.upper():5} round-trip {case.impl_name:>10}: by name "
-                f"{'bit-exact' if r.by_name_bitwise else 'DIFFERS'}; positional misattributed "
-                f"{len(r.positional_misattributed)} FQNs")
+        rows, counts = [], {}
+        for scenario in (s for s in SCENARIOS if s.name in chosen):
+            if case.impl.compiled and compiled_only is not None and scenario.name not in compiled_only:
+                status, detail, verdict, vdetail = "skip", ("the compiled variant runs roundtrip.compiled scenarios "
+                                                            "(compiling per load is slow): roundtrip.compiled=all runs all"), "", ""
+            else:
+                try:
+                    status, detail, verdict, vdetail = run_scenario(session, scenario)
+                except Exception as exc:  # noqa: BLE001 - recorded; the other scenarios go on
+                    status, detail, verdict, vdetail = "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", "", ""
+            dev = [d for d in declared if d.matches_scenario(scenario.name)]
+            if dev and status in ("pass", "fail", "error"):
+                status = "xpass" if status == "pass" else "xfail"
+                detail += f"; declared: {dev[0].finding}: {dev[0].reason}"
+            counts[status] = counts.get(status, 0) + 1
+            labels = {**case.labels}
+            rows.append(row(labels, check="roundtrip", metric=f"roundtrip.{scenario.name}", value=float(status == "pass"),
+                            status=status, detail=f"{scenario.what}: {detail}"))
+            if verdict:
+                counts[verdict] = counts.get(verdict, 0) + 1
+                rows.append(row(labels, check="roundtrip", metric=f"roundtrip.positional.{scenario.name}",
+                                value=POSITIONAL[verdict], unit="0 right, 1 silently wrong, 2 raises",
+                                detail=f"{verdict}: {vdetail}"))
+        bad = counts.get("fail", 0) + counts.get("error", 0)
+        line = (f"  {'FAIL' if bad else 'PASS':5} round-trip {case.impl_name:>10}: by name "
+                f"{counts.get('pass', 0)} pass, {bad} fail, {counts.get('skip', 0)} skip, {counts.get('xfail', 0)} xfail; "
+                f"torch positional {counts.get('right', 0)} right, {counts.get('silently wrong', 0)} silently wrong, "
+                f"{counts.get('raises', 0)} raises")
         return Outcome(rows, line)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from optbench.report import forms, matrix, plots, tables
+from optbench.report import forms, matrix, plots, roundtrip, tables
 from optbench.report.load import load_results, normalize
 
 
@@ -40,7 +40,9 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
                 ("Hyperparameter forms (`=`: bit-exact with the float form; `rejected`: torch refuses it)",
                  forms.table(rows)),
                 ("Cross-implementation agreement", tables.cross(rows)), ("Declared deviations", tables.deviations(rows)),
-                ("Error inputs", tables.errors(rows)), ("state_dict round-trip by name", tables.roundtrip(rows)),
+                ("Error inputs", tables.errors(rows)), ("state_dict round-trip matrix (by name · what torch's positional "
+                                                    "load_state_dict did)", roundtrip.table(rows)),
+                ("torch's positional load per scenario (cases)", roundtrip.silently_wrong(rows)),
                 ("Speed", tables.speed(wide)), ("Memory", tables.memory(rows)),
                 ("Cases without a verdict (errors, unsupported, skipped)", tables.not_run(rows))]
     parts += [p for title, frame in sections if not frame.empty for p in (f"## {title}", tables.markdown(frame))]

@@ -141,17 +141,6 @@ def errors(rows: pd.DataFrame) -> pd.DataFrame:
     return err[["suite", "impl", "hparams", "status", "detail"]].rename(columns={"hparams": "invalid input"})
 
 
-def roundtrip(rows: pd.DataFrame) -> pd.DataFrame:
-    rt = rows[rows["check"] == "roundtrip"]
-    keys = ["suite", "impl", "hparams"]
-    pos = by_case(rt, "roundtrip.positional_misattributed", keys)
-    name = by_case(rt, "roundtrip.by_name_bitwise", keys)
-    out = _join(pos.add_suffix("_p"), name).reset_index()
-    return out[keys].assign(**{"positional misattributed": out["value_p"].map(lambda v: num(v, ".0f")),
-                               "positional detail": out["detail_p"].fillna(""),
-                               "by-name": out["status"].fillna(""), "by-name detail": out["detail"].fillna("")})
-
-
 def speed_frame(rows: pd.DataFrame) -> pd.DataFrame:
     """Wide frame of speed metrics per case, plus ``ratio`` = median / for-loop median (same dtype)."""
     sp = rows[(rows["check"] == "speed") & (rows["fqn"] == "")]

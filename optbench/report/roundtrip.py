@@ -1,0 +1,40 @@
+"""The round-trip matrix: optimizer x scenario rows, one column per implementation, each cell the by-name
+verdict beside what torch's own positional load_state_dict did (right, silently WRONG, raises)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+BY_NAME = {"pass": "pass", "fail": "FAIL", "error": "ERR", "xfail": "xfail", "xpass": "XPASS", "skip": "skip"}
+TORCH = {0.0: "right", 1.0: "WRONG", 2.0: "raises"}
+
+
+def table(rows: pd.DataFrame) -> pd.DataFrame:
+    rt = rows[(rows["check"] == "roundtrip") & rows["metric"].str.startswith("roundtrip.")]
+    if rt.empty:
+        return pd.DataFrame()
+    positional = rt["metric"].str.startswith("roundtrip.positional.")
+    scenario = rt["metric"].str.replace("roundtrip.positional.", "", regex=False).str.replace("roundtrip.", "", regex=False)
+    frame = rt.assign(scenario=scenario, kind=positional.map({True: "torch", False: "by_name"}))
+    by_name = frame[frame["kind"] == "by_name"].set_index(["suite", "scenario", "impl"])["status"].map(BY_NAME)
+    torch_ = frame[frame["kind"] == "torch"].set_index(["suite", "scenario", "impl"])["value"].map(TORCH)
+    cell = by_name.to_frame("by_name").join(torch_.rename("torch"), how="left")
+    cell["text"] = cell["by_name"] + cell["torch"].map(lambda t: f" · torch {t}" if isinstance(t, str) else "")
+    wide = cell["text"].unstack("impl").fillna("")
+    order = list(dict.fromkeys(frame["impl"]))
+    wide = wide.reindex(columns=[c for c in order if c in wide.columns])
+    suites, scenarios = list(dict.fromkeys(frame["suite"])), list(dict.fromkeys(frame["scenario"]))
+    wide = wide.reindex(pd.MultiIndex.from_tuples([(s, c) for s in suites for c in scenarios if (s, c) in wide.index]))
+    wide.index.names = ["suite", "scenario"]
+    return wide.reset_index()
+
+
+def silently_wrong(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per scenario: how many (optimizer, implementation) cases torch's positional load got silently wrong."""
+    rt = rows[(rows["check"] == "roundtrip") & rows["metric"].str.startswith("roundtrip.positional.")]
+    if rt.empty:
+        return pd.DataFrame()
+    rt = rt.assign(scenario=rt["metric"].str.replace("roundtrip.positional.", "", regex=False),
+                   verdict=rt["value"].map(TORCH))
+    counts = rt.groupby("scenario", sort=False)["verdict"].value_counts().unstack(fill_value=0)
+    return counts.reindex(columns=[c for c in ("right", "WRONG", "raises") if c in counts.columns]).reset_index()

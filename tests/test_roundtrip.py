@@ -1,0 +1,70 @@
+"""The round-trip scenarios as a check: every one passes for a correct by-name loader, and loaders that are
+wrong in one way each (positional, ignoring rename, never refusing) fail the scenarios that exist to catch them."""
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+
+import optbench.checks.roundtrip as roundtrip
+from optbench.checks import REGISTRY
+from optbench.runner import SuiteRun
+from optbench.state_scenarios import SCENARIOS
+
+
+def run_scenarios(tmp_path, suite: str, impls: str, scenarios: list[str] | None = None) -> dict:
+    overrides = [f"suite={suite}", f"impl={impls}", "checks=[roundtrip]", "workload.width=16", "workload.vocab=32"]
+    with initialize_config_module(config_module="optbench.suites", version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    run = SuiteRun(cfg, tmp_path)
+    if scenarios is not None:
+        cfg.roundtrip.scenarios = scenarios
+    check = REGISTRY["roundtrip"]
+    out = {}
+    for case in check.cases(run.suites[0], run.ctx):
+        for r in check.run(case, run.ctx).rows:
+            out[(case.impl_name, r["metric"])] = (r["status"], r["value"], r["detail"])
+    return out
+
+
+def by_name(results: dict) -> dict:
+    return {(impl, m.removeprefix("roundtrip.")): s for (impl, m), (s, _, _) in results.items()
+            if not m.startswith("roundtrip.positional.")}
+
+
+def test_every_scenario_passes_by_name_and_torch_is_caught_misattributing(tmp_path):
+    results = run_scenarios(tmp_path, "adamw", "[for-loop,foreach]")
+    statuses = by_name(results)
+    assert {s.name for s in SCENARIOS} == {name for _, name in statuses}
+    assert {s for s in statuses.values()} <= {"pass", "skip"}, [k for k, s in statuses.items() if s not in ("pass", "skip")]
+    assert statuses[("for-loop", "cross_implementation")] == "pass"  # saved by foreach
+    assert statuses[("for-loop", "cuda_to_cpu")] == ("pass" if torch.cuda.is_available() else "skip")
+    positional = {m: v for (impl, m), (_, v, _) in results.items() if impl == "for-loop" and "positional" in m}
+    assert positional["roundtrip.positional.same_shapes_reordered"] == 1.0  # silently wrong (PyTorch #1489)
+    assert positional["roundtrip.positional.same_order"] == 0.0
+    assert positional["roundtrip.positional.regrouped"] == 2.0  # raises
+
+
+MUTANT_LOADERS = {
+    "positional": lambda opt, sd, strict=True, rename=None: opt.load_state_dict(sd),
+    "ignores_rename": lambda opt, sd, strict=True, rename=None: REAL(opt, sd, strict=strict),
+    "never_strict": lambda opt, sd, strict=True, rename=None: REAL(opt, sd, strict=False, rename=rename),
+}
+REAL = roundtrip.load_state_dict_by_name
+CAUGHT_BY = {"positional": ["same_shapes_reordered", "reversed", "regrouped", "subset", "unnamed_saved"],
+             "ignores_rename": ["renamed_mapping", "ddp_prefix", "compile_prefix"],
+             "never_strict": ["subset", "superset"]}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANT_LOADERS))
+def test_a_wrong_loader_fails_the_scenarios_made_for_it(tmp_path, monkeypatch, mutant):
+    monkeypatch.setattr(roundtrip, "load_state_dict_by_name", MUTANT_LOADERS[mutant])
+    statuses = by_name(run_scenarios(tmp_path, "adamw", "[for-loop]", CAUGHT_BY[mutant]))
+    assert all(statuses[("for-loop", name)] in ("fail", "error") for name in CAUGHT_BY[mutant]), statuses
+
+
+def test_lbfgs_flat_state_is_refused_where_it_cannot_follow_and_resumes_where_it_can(tmp_path):
+    statuses = by_name(run_scenarios(tmp_path, "lbfgs", "[for-loop]",
+                                     ["same_order", "reversed", "subset", "shape_changed", "regrouped", "ddp_prefix"]))
+    assert statuses == {("for-loop", "same_order"): "pass", ("for-loop", "reversed"): "pass",
+                        ("for-loop", "subset"): "pass", ("for-loop", "shape_changed"): "pass",
+                        ("for-loop", "regrouped"): "skip", ("for-loop", "ddp_prefix"): "pass"}
