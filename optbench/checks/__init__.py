@@ -14,10 +14,12 @@ from optbench.checks.errors import ErrorsCheck
 from optbench.checks.forms import FormsCheck
 from optbench.checks.memory import MemoryCheck
 from optbench.checks.parity import ParityCheck
+from optbench.checks.reshard import ReshardCheck
 from optbench.checks.roundtrip import RoundTripCheck
 from optbench.checks.speed import SpeedCheck
 
 REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), FormsCheck(), DeviationsCheck(), RoundTripCheck(),
-                                                   ErrorsCheck(), DifferentiableCheck(), SpeedCheck(), MemoryCheck())}
+                                                   ErrorsCheck(), DifferentiableCheck(), SpeedCheck(), MemoryCheck(),
+                                                   ReshardCheck())}
 
 __all__ = ["REGISTRY", "Check"]
