@@ -144,6 +144,6 @@ class ReshardCheck:
             rows.append(row(case.labels, check="reshard", metric="reshard.max_err_eps", value=d.max_err_eps,
                             unit="eps", status=status, detail=detail, step=s.steps))
             verdict = d.error or f"max {d.max_err_eps:.3g} eps (tolerance {d.tolerance:g})"
-            where = f"{case.suite.name} {case.impl_name} {case.dtype}"
-            lines.append(f"  {status.upper():5} reshard {where}: {name}: {verdict}")
+            label = f"{case.suite.name} {case.impl_name} {case.dtype}"
+            lines.append(f"  {status.upper():5} reshard {label}: {name}: {verdict}")
         return Outcome(rows, "\n".join(lines))
