@@ -6,18 +6,10 @@ from __future__ import annotations
 import torch
 
 from optbench.state_by_name import shape_mismatch
+from optbench.state_formats import same_value
 from optbench.state_scenarios import IMPLEMENTATION_FLAGS, Scenario
 
 POSITIONAL = {"right": 0.0, "silently wrong": 1.0, "raises": 2.0}
-
-
-def _equal(a, b) -> bool:
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-                and a.dtype == b.dtype and bool(torch.equal(a.cpu(), b.cpu()) or torch.isnan(a).all() and torch.isnan(b).all()))
-    return a == b
 
 
 def _per_name(optimizer, params: dict) -> dict[str, tuple[dict, dict]]:
@@ -64,10 +56,10 @@ def positional(session, scenario: Scenario, impl, state_dict: dict, params: dict
         theirs, mine = _per_name(*reference), _per_name(stepper.optimizer, params)
         for n, (state, hparams) in mine.items():
             ref_state, ref_hparams = theirs[n]
-            if state.keys() != ref_state.keys() or not all(_equal(state[k], ref_state[k]) for k in state):
+            if state.keys() != ref_state.keys() or not all(same_value(state[k], ref_state[k]) for k in state):
                 wrong.append(f"{n} (state)")
-            elif hparams.keys() != ref_hparams.keys() or not all(_equal(hparams[k], ref_hparams[k]) for k in hparams):
-                bad = sorted(k for k in hparams.keys() | ref_hparams.keys() if not _equal(hparams.get(k), ref_hparams.get(k)))
+            elif hparams.keys() != ref_hparams.keys() or not all(same_value(hparams[k], ref_hparams[k]) for k in hparams):
+                bad = sorted(k for k in hparams.keys() | ref_hparams.keys() if not same_value(hparams.get(k), ref_hparams.get(k)))
                 if set(bad) <= set(IMPLEMENTATION_FLAGS):  # which kernel runs, not what it computes
                     reset.update(f"{k}={hparams.get(k)!r}" for k in bad)
                 else:

@@ -40,15 +40,17 @@ def _id_names(state_dict, where: str = "state_dict") -> dict:
     return by_id
 
 
-def _equal(a, b) -> bool:
-    """Exact equality of hyperparameter values, Tensors included (same dtype, shape and elements)."""
+def same_value(a, b) -> bool:
+    """Exact equality of state or hyperparameter values, Tensors included (same dtype, shape and elements;
+    NaN equals NaN), lists, tuples and dicts element by element."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
-                and a.shape == b.shape and bool(torch.equal(a, b)))
+                and a.shape == b.shape and a.device == b.device
+                and bool(torch.equal(a, b) or a.is_floating_point() and torch.allclose(a, b, 0, 0, equal_nan=True)))
     if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, Mapping):
-        return isinstance(b, Mapping) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+        return isinstance(b, Mapping) and a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
 
 
@@ -212,7 +214,7 @@ def from_flat(flat: Mapping[str, object], template=None) -> dict:
     else:
         groups = []
         for fqn in order:
-            match = next((g for g in groups if _equal(hparams[g[0]], hparams[fqn])), None)
+            match = next((g for g in groups if same_value(hparams[g[0]], hparams[fqn])), None)
             if match is None:
                 groups.append(match := [])
             match.append(fqn)
@@ -227,7 +229,7 @@ def from_flat(flat: Mapping[str, object], template=None) -> dict:
     for names in groups:
         first = hparams[names[0]]
         for n in names[1:]:
-            if not _equal(hparams[n], first):
+            if not same_value(hparams[n], first):
                 raise StateDictNameError(f"'{names[0]}' and '{n}' share a param group but not its hyperparameters")
         out_groups.append(first)
     return _numbered(out_groups, [list(g) for g in groups], state, "flat state_dict")

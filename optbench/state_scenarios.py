@@ -52,10 +52,11 @@ class Layout:
         if self.order == "reversed":
             names = names[::-1]
         elif self.order == "same_shapes_reversed":
+            group_of = {n: gi for gi, group in enumerate(hset.assign(names)) for n in group}
             by_shape: dict[tuple, list[str]] = {}
             for n in names:
-                by_shape.setdefault((tuple(params[n].shape), hset.assign([n]).index([n])), []).append(n)
-            names = [by_shape[(tuple(params[n].shape), hset.assign([n]).index([n]))].pop() for n in names]
+                by_shape.setdefault((tuple(params[n].shape), group_of[n]), []).append(n)
+            names = [by_shape[(tuple(params[n].shape), group_of[n])].pop() for n in names]
         elif self.order == "shuffled":
             names = [names[i] for i in np.random.default_rng(seed).permutation(len(names))]
         if self.grouping == "each":

@@ -68,3 +68,9 @@ def test_lbfgs_flat_state_is_refused_where_it_cannot_follow_and_resumes_where_it
     assert statuses == {("for-loop", "same_order"): "pass", ("for-loop", "reversed"): "pass",
                         ("for-loop", "subset"): "pass", ("for-loop", "shape_changed"): "pass",
                         ("for-loop", "regrouped"): "skip", ("for-loop", "ddp_prefix"): "pass"}
+
+
+def test_a_misspelt_scenario_is_a_usage_error(tmp_path):
+    from optbench.errors import UsageError
+    with pytest.raises(UsageError, match="roundtrip.scenarios: unknown scenario.s. reversd"):
+        run_scenarios(tmp_path, "adamw", "[for-loop]", ["reversd"])

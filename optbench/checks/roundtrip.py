@@ -17,14 +17,15 @@ from functools import partial
 import numpy as np
 import torch
 
-from optbench.accuracy import cross_tolerance_eps, err_eps, magnitude, tolerance_eps
+from optbench.accuracy import cross_error, cross_tolerance_eps, tolerance_eps
 from optbench.cases import Case, Outcome, RunContext
 from optbench.hyperparameters import for_torch
 from optbench.results import row
 from optbench.positional_load import POSITIONAL, positional
 from optbench.state_by_name import StateDictNameError, load_state_dict_by_name, name_aware
 from optbench.state_formats import optimizer_from_dict
-from optbench.state_scenarios import IMPLEMENTATION_CHAIN, SCENARIOS, Layout, Scenario
+from optbench.errors import UsageError
+from optbench.state_scenarios import BY_NAME, IMPLEMENTATION_CHAIN, SCENARIOS, Layout, Scenario
 from optbench.suite import DTYPES, Suite
 from optbench.trajectory import objective_closure, set_gradients, snapshot
 from optbench.workloads import Workload
@@ -112,17 +113,13 @@ def _rename(scenario: Scenario, names: list[str]):
 
 
 def compare(final: dict, expected: dict, exact: bool, eps: float, tol: float) -> tuple[bool, str]:
-    keys = expected.keys() | final.keys()
     if exact:
-        bad = sorted(f"{n}/{k}" for n, k in keys if not (final.get((n, k)) is not None and expected.get((n, k)) is not None
-                     and final[(n, k)].shape == expected[(n, k)].shape and np.array_equal(final[(n, k)], expected[(n, k)], equal_nan=True)))
+        bad = sorted(f"{n}/{k}" for n, k in expected.keys() | final.keys() if not (
+            final.get((n, k)) is not None and expected.get((n, k)) is not None and final[(n, k)].shape == expected[(n, k)].shape
+            and np.array_equal(final[(n, k)], expected[(n, k)], equal_nan=True)))
         return not bad, ("bit for bit the uninterrupted run" if not bad else f"differs at {len(bad)} tensors, e.g. {', '.join(bad[:3])}")
-    worst, where = 0.0, ""
-    for key in keys:
-        e = err_eps(final[key], expected[key], eps, magnitude(expected[key])) if key in final and key in expected else float("inf")
-        if e > worst:
-            worst, where = e, f"{key[0]}/{key[1]}"
-    return worst <= tol, f"max {worst:.3g} eps at {where or '-'} (tolerance {tol:g})"
+    worst = cross_error([final], [expected], eps)
+    return worst <= tol, f"max {worst:.3g} eps (tolerance {tol:g})"
 
 
 def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, str]:
@@ -173,13 +170,14 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
             load_state_dict_by_name(stepper.optimizer, sd, strict=strict, rename=how_rename)
         return stepper, mine
 
-    # What the by-name load (after the recovery, into a named optimizer) gives: the yardstick for torch's.
+    # The by-name load (after the recovery, into a named optimizer): the run that continues, and the yardstick
+    # for torch's positional load.
     try:
         stepper, mine = load(recovery.strict if recovery else True, (recovery.rename if recovery else None) or rename,
                              recovery.apply(state_dict(), order) if recovery else state_dict())
         reference = (stepper.optimizer, mine)
-    except StateDictNameError:
-        reference = None
+    except StateDictNameError as exc:
+        reference, refusal = None, str(exc)
     verdict, verdict_detail = positional(session, scenario, impl, state_dict(),
                                          _load_params(params, scenario.load, session.names, dtype, device), reference)
 
@@ -201,10 +199,9 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
                 if recovery_refuses in str(exc):
                     return "pass", f"{detail}; with {recovery.how} too: {str(exc)[:100]}", verdict, verdict_detail
             return "fail", f"{detail}; with {recovery.how} it did not refuse ({recovery_refuses!r})", verdict, verdict_detail
-        stepper, mine = load(recovery.strict, recovery.rename or rename, recovery.apply(state_dict(), order))
         detail += f"; then with {recovery.how}: "
-    else:
-        stepper, mine = load(True, rename, state_dict())
+    if reference is None:
+        return "fail", f"{detail}it refused the load it must accept: {refusal[:160]}", verdict, verdict_detail
     session.advance(stepper, mine, range(session.save_at, session.workload.steps))
     final = snapshot(stepper.optimizer, mine)
     expected = {k: v for k, v in session.baseline(impl, save_dtype, save_device if not scenario.save_impl else device).items()
@@ -231,6 +228,19 @@ def previous_implementation(session: Session):
     return session.impl(other) if other else None
 
 
+def _chosen(ctx: RunContext, key: str) -> list[str] | None:
+    """``roundtrip.<key>`` as scenario names (None: all of them); one name may stand alone."""
+    value = ctx.cfg.roundtrip.get(key)
+    if value in (None, "all"):
+        return None
+    names = [str(value)] if isinstance(value, str) else [str(n) for n in value]
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        raise UsageError(f"roundtrip.{key}: unknown scenario(s) {', '.join(unknown)}: all, or a list of "
+                         f"{', '.join(BY_NAME)}")
+    return names
+
+
 class RoundTripCheck:
     """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``; a row per scenario."""
 
@@ -238,6 +248,8 @@ class RoundTripCheck:
     requires = ()
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        for key in ("scenarios", "compiled"):
+            _chosen(ctx, key)  # a misspelt name is a usage error before anything runs
         dtype, hset = str(ctx.cfg.roundtrip.dtype), suite.hparam_set(suite.roundtrip_hparams)
         return [Case(suite, impl, dtype, hset, ctx.device) for impl in ctx.impls[suite.name]
                 if not ctx.unavailable(impl, dtype)]
@@ -249,8 +261,7 @@ class RoundTripCheck:
         rt = ctx.cfg.roundtrip
         workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
         session = Session(case, ctx, workload, int(rt.save_at))
-        chosen = list(rt.scenarios) if rt.get("scenarios") not in (None, "all") else [s.name for s in SCENARIOS]
-        compiled_only = None if rt.get("compiled") in (None, "all") else set(rt.compiled)
+        chosen, compiled_only = _chosen(ctx, "scenarios") or list(BY_NAME), _chosen(ctx, "compiled")
         declared = case.suite.deviations_for(case.impl_name, case.dtype, case.hset.name, check="roundtrip")
         rows, counts = [], {}
         for scenario in (s for s in SCENARIOS if s.name in chosen):
@@ -267,7 +278,7 @@ class RoundTripCheck:
                 status = "xpass" if status == "pass" else "xfail"
                 detail += f"; declared: {dev[0].finding}: {dev[0].reason}"
             counts[status] = counts.get(status, 0) + 1
-            labels = {**case.labels}
+            labels = case.labels
             rows.append(row(labels, check="roundtrip", metric=f"roundtrip.{scenario.name}", value=float(status == "pass"),
                             status=status, detail=f"{scenario.what}: {detail}"))
             if verdict:
