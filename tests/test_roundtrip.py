@@ -74,3 +74,20 @@ def test_a_misspelt_scenario_is_a_usage_error(tmp_path):
     from optbench.errors import UsageError
     with pytest.raises(UsageError, match="roundtrip.scenarios: unknown scenario.s. reversd"):
         run_scenarios(tmp_path, "adamw", "[for-loop]", ["reversd"])
+
+
+def test_the_report_matrix_shows_each_verdict_beside_torchs(tmp_path):
+    import pandas as pd
+
+    from optbench.report import roundtrip as report
+    with initialize_config_module(config_module="optbench.suites", version_base="1.3"):
+        cfg = compose("config", overrides=["suite=adamw", "impl=[for-loop]", "checks=[roundtrip]", "workload.width=16",
+                                           "workload.vocab=32", "roundtrip.scenarios=[same_order,same_shapes_reordered,regrouped]"])
+    run = SuiteRun(cfg, tmp_path)
+    check = REGISTRY["roundtrip"]
+    rows = pd.DataFrame([r for case in check.cases(run.suites[0], run.ctx) for r in check.run(case, run.ctx).rows])
+    matrix = report.table(rows).set_index("scenario")["for-loop"].to_dict()
+    assert matrix == {"same_order": "pass · torch right", "same_shapes_reordered": "pass · torch WRONG",
+                      "regrouped": "pass · torch raises"}
+    counts = report.silently_wrong(rows).set_index("scenario")
+    assert counts.loc["same_shapes_reordered", "WRONG"] == 1 and counts.loc["same_order", "right"] == 1
