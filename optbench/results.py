@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the ``workload`` column (which speed/scaling workload a timing row was measured on)
+READABLE_SCHEMAS = (2, 3)  # 2 lacks ``workload``; it reads back as ""
 COLUMNS = [
-    "suite", "optimizer", "impl", "dtype", "hparams", "device", "check",
+    "suite", "optimizer", "impl", "dtype", "hparams", "device", "workload", "check",
     "fqn", "tensor", "step", "metric", "value", "unit", "status", "detail",
 ]
 # pass/fail: a check's verdict; error: the case raised; xfail/xpass: a declared deviation still

@@ -167,7 +167,7 @@ def test_installed_console_script_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads((out / "results.json").read_text())
-    assert record["schema_version"] == 2 and record["machine"]["torch"]
+    assert record["schema_version"] == 3 and record["machine"]["torch"]
     metrics = {r["metric"] for r in record["rows"]}
     assert {"parity.max_err_eps", "parity.xmax_err_eps_vs_forloop", "roundtrip.reversed", "errors.rejected",
             "roundtrip.positional.same_shapes_reordered", "time.step_ms", "speed.gb_per_s", "mem.state_bytes"} <= metrics

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from optbench.results import COLUMNS, SCHEMA_VERSION
+from optbench.results import COLUMNS, READABLE_SCHEMAS
 
 
 def load_results(path) -> tuple[dict, pd.DataFrame]:
@@ -24,8 +24,8 @@ def load_results(path) -> tuple[dict, pd.DataFrame]:
         raise bad(f"top level is a JSON {type(data).__name__}, not an object")
     if "schema_version" not in data:
         raise bad("no schema_version")
-    if data["schema_version"] != SCHEMA_VERSION:
-        raise bad(f"schema_version {data['schema_version']!r}; only {SCHEMA_VERSION} is supported")
+    if data["schema_version"] not in READABLE_SCHEMAS:
+        raise bad(f"schema_version {data['schema_version']!r}; this optbench reads {', '.join(map(str, READABLE_SCHEMAS))}")
     rows = data.get("rows")
     if not isinstance(rows, list):
         raise bad("no 'rows' list")
@@ -46,6 +46,6 @@ def normalize(rows: pd.DataFrame) -> pd.DataFrame:
     rows["value"] = rows["value"].map(as_float).astype(float)
     rows["hparams"] = rows["hparams"].map(
         lambda h: h if isinstance(h, str) else "" if h is None else json.dumps(h, sort_keys=True))
-    text = ["suite", "optimizer", "impl", "dtype", "fqn", "tensor", "detail", "status", "check", "metric", "unit"]
+    text = ["suite", "optimizer", "impl", "dtype", "workload", "fqn", "tensor", "detail", "status", "check", "metric", "unit"]
     rows[text] = rows[text].fillna("").astype(str)
     return rows
