@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from optbench.kernels import Implementation
 from optbench.suite import DTYPES, PARAM_FILTERS, HparamSet, Suite
 from optbench.workloads import Workload, build
+from optbench.workloads import speed as speed_workloads
 from optbench.workloads.complex import complexify
 
 
@@ -27,6 +28,7 @@ class Case:
     device: torch.device = torch.device("cpu")
     label: str = ""  # what the hparams column shows when there is no hparam set (e.g. an error input)
     skip: str = ""
+    workload: str = ""  # a timing case's workload (optbench.workloads.speed): model, an edge case, a size
 
     @property
     def impl_name(self) -> str:
@@ -36,7 +38,8 @@ class Case:
     def labels(self) -> dict:
         """The columns every result row of this case carries."""
         return {"suite": self.suite.name, "optimizer": self.suite.optimizer or "", "impl": self.impl_name,
-                "dtype": self.dtype, "hparams": self.hset.name if self.hset else self.label, "device": self.device.type}
+                "dtype": self.dtype, "hparams": self.hset.name if self.hset else self.label, "device": self.device.type,
+                "workload": self.workload}
 
     @property
     def trajectory_group(self) -> tuple:
@@ -90,6 +93,17 @@ class RunContext:
                         and (hset is None or fnmatch.fnmatchcase(hset.name, d.hparams)))
         sizes = tuple(sorted(suite.workload_sizes.items())) if purpose != "speed" else ()
         return self._workload(name, dtype, steps or self.steps, purpose, suite.params, raising, sizes)
+
+    def timing_workload(self, suite: Suite, hset: HparamSet, dtype: str, name: str = "model"):
+        """What a step is timed on: the model-shaped workload ``name`` (optbench.workloads.speed) with the
+        suite's parameter filter, or, for a suite whose workload is not a dense gradient stream (sparse
+        gradients, a closure), its own workload at the ``speed`` sizes (``name`` must be ``model``)."""
+        if suite.workload_of(hset) != "transformer":
+            if name != "model":
+                raise ValueError(f"the {suite.workload_of(hset)} workload has no {name} variant")
+            return self.workload(suite, hset, dtype, steps=1, purpose="speed")
+        workload = speed_workloads.by_name(name, float(self.cfg.speed.params), self.seed)
+        return workload.restricted(PARAM_FILTERS[suite.params])
 
     def _workload(self, name: str, dtype: str, steps: int, purpose: str, params: str, raising: tuple,
                   sizes: tuple = ()) -> Workload:

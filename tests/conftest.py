@@ -1,5 +1,10 @@
+import os
+
 import pytest
 import torch
+
+# test runs are not history: a test that wants one passes history_dir= itself
+os.environ.setdefault("OPTBENCH_HISTORY_DIR", "")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -9,3 +14,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+# Timing at a size that is cheap to step, for the tests that run the speed and memory checks only in passing
+# (the checks themselves are tested at their defaults' scale in tests/test_performance.py and tests/benchmarks).
+QUICK_TIMING = ["speed.params=2e4", "speed.min_rounds=3", "speed.probe_run_time=0.005", "speed.edge_cases=[noncontiguous]"]

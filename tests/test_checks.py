@@ -21,7 +21,7 @@ def errors_frame(values, fqn="w", tensor="param"):
 
 def test_registry_names_each_check_once():
     assert list(REGISTRY) == ["parity", "cross", "forms", "deviations", "roundtrip", "errors", "differentiable",
-                              "speed", "memory", "reshard"]
+                              "speed", "memory", "scaling", "reshard"]
 
 
 def test_a_declared_deviation_is_judged_apart_and_bounded():

@@ -11,12 +11,13 @@ import pytest
 
 from optbench.cli import main
 from tests.mutants import CONTROLS, EXISTS_AT, MUTANTS, STEPS
+from tests.conftest import QUICK_TIMING
 
 REPO = Path(__file__).parents[1]
 
 
 def run(tmp_path, *args):
-    return main(["run", *args, f"out_dir={tmp_path}"])
+    return main(["run", *args, *QUICK_TIMING, f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):
@@ -162,7 +163,7 @@ def test_installed_console_script_end_to_end(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(
         [exe, "run", "suite=sgd", "dtype=[float32,bfloat16]", "impl=[for-loop,foreach]", "steps=8",
-         "speed.width=32", "speed.vocab=64", "speed.min_run_time=0.01", f"out_dir={out}"],
+         "speed.params=1e5", "speed.min_run_time=0.01", "speed.min_rounds=3", f"out_dir={out}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

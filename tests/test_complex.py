@@ -18,13 +18,15 @@ from optbench.trajectory import run_trajectory
 from optbench.workloads import build
 from optbench.workloads.complex import complexify
 from optbench.workloads.model import SparseGrad
+from tests.conftest import QUICK_TIMING
 
 CPU = torch.device("cpu")
 SMALL = {"width": 8, "layers": 1, "vocab": 16, "grad_log10_range": (-8.0, 2.0)}
 
 
 def run(tmp_path, *args):
-    return main(["run", *args, "workload.width=8", "workload.layers=1", "workload.vocab=16", f"out_dir={tmp_path}"])
+    return main(["run", *args, "workload.width=8", "workload.layers=1", "workload.vocab=16", *QUICK_TIMING,
+                 f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):

@@ -9,10 +9,11 @@ import torch
 from optbench.cli import main
 from optbench.one_step import ONE_STEP_TOL, PARAM_ROUNDINGS, update_error, ulp
 from optbench.schedules import factor, torch_scheduler
+from tests.conftest import QUICK_TIMING
 
 
 def run(tmp_path, *args):
-    return main(["run", *args, f"out_dir={tmp_path}"])
+    return main(["run", *args, *QUICK_TIMING, f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):

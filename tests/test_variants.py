@@ -20,6 +20,7 @@ from optbench.suite import HparamSet
 from optbench.reference import load_reference
 from optbench.trajectory import run_trajectory
 from optbench.workloads import build
+from tests.conftest import QUICK_TIMING
 
 CPU = torch.device("cpu")
 ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01, "amsgrad": False, "maximize": False}
@@ -30,7 +31,7 @@ def suite(name: str):
 
 
 def run(tmp_path, *args):
-    return main(["run", *args, f"out_dir={tmp_path}"])
+    return main(["run", *args, *QUICK_TIMING, f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):

@@ -16,10 +16,11 @@ from optbench.checks.memory import MemoryCheck
 from optbench.checks.parity import ParityCheck
 from optbench.checks.reshard import ReshardCheck
 from optbench.checks.roundtrip import RoundTripCheck
+from optbench.checks.scaling import ScalingCheck
 from optbench.checks.speed import SpeedCheck
 
 REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), FormsCheck(), DeviationsCheck(), RoundTripCheck(),
                                                    ErrorsCheck(), DifferentiableCheck(), SpeedCheck(), MemoryCheck(),
-                                                   ReshardCheck())}
+                                                   ScalingCheck(), ReshardCheck())}
 
 __all__ = ["REGISTRY", "Check"]

@@ -1,9 +1,11 @@
-"""Optimizer-state memory: bytes of state per FQN and per parameter, after one step."""
+"""Optimizer memory on the timing workload: state bytes per FQN and per parameter, and the step's peak
+transient allocation (optbench.peak_memory) per implementation, after one step created the state."""
 
 from __future__ import annotations
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.speed import runnable_cases, state_bytes, stepped_once
+from optbench.peak_memory import peak_transient_bytes
 from optbench.results import row
 from optbench.suite import Suite
 
@@ -20,12 +22,18 @@ class MemoryCheck:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
-        stepper, params, _ = stepped_once(case, ctx, "speed")
+        stepper, params, step, _ = stepped_once(case, ctx)
         per_fqn = state_bytes(stepper.optimizer, params)
         total = sum(per_fqn.values())
-        numel = sum(p.numel() for p in params.values() if p.requires_grad)
+        numel = max(1, sum(p.numel() for p in params.values() if p.requires_grad))
+        peak = peak_transient_bytes(step, ctx.device)
         labels = case.labels
+        how = "allocator peak" if ctx.device.type == "cuda" else "torch.profiler memory records"
         rows = [row(labels, check="memory", metric="mem.state_bytes", value=total, unit="B"),
-                row(labels, check="memory", metric="mem.state_bytes_per_param", value=total / max(numel, 1), unit="B")]
+                row(labels, check="memory", metric="mem.state_bytes_per_param", value=total / numel, unit="B"),
+                row(labels, check="memory", metric="mem.peak_transient_bytes", value=peak, unit="B", detail=how),
+                row(labels, check="memory", metric="mem.peak_transient_bytes_per_param", value=peak / numel, unit="B",
+                    detail=how)]
         rows += [row(labels, check="memory", metric="mem.state_bytes", value=b, unit="B", fqn=fqn) for fqn, b in per_fqn.items()]
-        return Outcome(rows, f"  memory {case.impl_name:>9} {case.dtype:>8}: state {total / max(numel, 1):.2f} B/param")
+        return Outcome(rows, f"  memory {case.impl_name:>9} {case.dtype:>8}: state {total / numel:.2f} B/param, "
+                             f"peak transient {peak / numel:.2f} B/param ({peak / 1e6:.1f} MB)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from optbench.report import forms, matrix, plots, roundtrip, tables
+from optbench.report import forms, matrix, performance, plots, roundtrip, tables
 from optbench.report.load import load_results, normalize
 
 
@@ -25,7 +25,7 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
     suite = (cfg.get("suite") or {}).get("name") or ", ".join(dict.fromkeys(rows["suite"]))
     device = (cfg.get("device") or {}).get("name") or ", ".join(dict.fromkeys(rows["device"]))
     machine = pd.DataFrame(list((meta.get("machine") or {}).items()), columns=["key", "value"])
-    wide = tables.speed_frame(rows)
+    wide = performance.speed_frame(rows)
     parts = [f"# optbench: {suite or '?'} on {device or '?'}", tables.summary(rows),
              "## Machine", tables.markdown(machine.fillna("-")),
              "## Configuration", tables.markdown(tables.config_table(meta, rows))]
@@ -43,12 +43,16 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
                 ("Error inputs", tables.errors(rows)), ("state_dict round-trip matrix (by name · what torch's positional "
                                                     "load_state_dict did)", roundtrip.table(rows)),
                 ("torch's positional load per scenario (cases)", roundtrip.silently_wrong(rows)),
-                ("Speed", tables.speed(wide)), ("Memory", tables.memory(rows)),
+                ("Speed (contiguous model workload; roofline: docs/performance.md)", performance.speed(wide)),
+                ("Edge-case overheads (time per stepped parameter over the contiguous model's)", performance.overheads(rows)),
+                ("Memory (state, and the step's peak transient allocation)", performance.memory(rows)),
+                ("Scaling", performance.scaling(rows)),
                 ("Cases without a verdict (errors, unsupported, skipped)", tables.not_run(rows))]
     parts += [p for title, frame in sections if not frame.empty for p in (f"## {title}", tables.markdown(frame))]
     images = [f"![{alt}]({name})" for alt, name, plot, data in (
         ("step time", "step_time.png", plots.step_time, wide),
-        ("error vs step", "error_vs_step.png", plots.error_vs_step, rows)) if plot(data, out_dir / name)]
+        ("error vs step", "error_vs_step.png", plots.error_vs_step, rows),
+        ("scaling", "scaling.png", performance.scaling_plot, rows)) if plot(data, out_dir / name)]
     if images:
         parts += ["## Plots", *images]
     report = out_dir / "report.md"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from optbench.report.load import as_float
@@ -139,35 +138,6 @@ def deviations(rows: pd.DataFrame) -> pd.DataFrame:
 def errors(rows: pd.DataFrame) -> pd.DataFrame:
     err = rows[rows["check"] == "errors"]
     return err[["suite", "impl", "hparams", "status", "detail"]].rename(columns={"hparams": "invalid input"})
-
-
-def speed_frame(rows: pd.DataFrame) -> pd.DataFrame:
-    """Wide frame of speed metrics per case, plus ``ratio`` = median / for-loop median (same dtype)."""
-    sp = rows[(rows["check"] == "speed") & (rows["fqn"] == "")]
-    if sp.empty:
-        return pd.DataFrame()
-    wide = sp.pivot_table(index=CASE, columns="metric", values="value", aggfunc="first", sort=False).reindex(
-        columns=["time.step_ms", "time.step_ms_iqr", "speed.params_per_s", "speed.gb_per_s", "time.rounds"])
-    wide = wide.reset_index()
-    base = wide[wide["impl"] == FORLOOP].set_index(["suite", "dtype", "hparams"])["time.step_ms"]
-    ref = [base.get((s, d, h), math.nan) for s, d, h in zip(wide["suite"], wide["dtype"], wide["hparams"])]
-    return wide.assign(ratio=wide["time.step_ms"] / np.array(ref, dtype=float))
-
-
-def speed(wide: pd.DataFrame) -> pd.DataFrame:
-    if wide.empty:
-        return wide
-    return wide[CASE].assign(**{
-        "median ms": wide["time.step_ms"].map(num), "IQR ms": wide["time.step_ms_iqr"].map(num),
-        "params/s": wide["speed.params_per_s"].map(eng), "GB/s": wide["speed.gb_per_s"].map(num),
-        "rounds": wide["time.rounds"].map(lambda v: num(v, ".0f")),
-        "x vs for-loop": wide["ratio"].map(lambda v: num(v) + "x" if num(v) else "")})
-
-
-def memory(rows: pd.DataFrame) -> pd.DataFrame:
-    total, per = by_case(rows, "mem.state_bytes"), by_case(rows, "mem.state_bytes_per_param")
-    out = _join(total, per["value"].rename("per").to_frame()).reset_index()
-    return out[CASE].assign(**{"state bytes": out["value"].map(lambda v: num(v, ",.0f")), "bytes/param": out["per"].map(num)})
 
 
 def not_run(rows: pd.DataFrame) -> pd.DataFrame:

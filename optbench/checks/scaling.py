@@ -1,0 +1,78 @@
+"""How step time and % of roofline scale: a sweep over model size and over tensor count.
+
+Opt-in (``checks=[scaling]``). Each implementation is timed (as the speed check times, with the same
+roofline) on the model-shaped workload at each of ``scaling.params`` (about 1e5 to 1e8 parameters) and
+on ``scaling.tensors_params`` parameters split into each of ``scaling.tensor_counts`` equal tensors
+(many small vs few large). A size whose parameters, gradients, state and a foreach temporary per
+parameter would pass ``scaling.memory_fraction`` of the device's available memory is a skip row,
+never an out-of-memory crash. The report draws log-log lines per implementation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.speed import timing_rows
+from optbench.results import row
+from optbench.roofline import STREAMS
+from optbench.suite import DTYPES, Suite
+
+
+def available_bytes(device: torch.device) -> int:
+    """Free memory on ``device``: CUDA's free bytes, or the kernel's MemAvailable."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 1 << 62
+
+
+def needed_bytes(optimizer: str, params: int, dtype: torch.dtype) -> int:
+    """Parameters, gradients, state (the roofline's state passes / 2) and one temporary per parameter."""
+    state_arrays = (STREAMS.get(optimizer, 7) - 3) // 2
+    return (3 + state_arrays) * params * torch.empty((), dtype=dtype).element_size()
+
+
+def workload_names(cfg) -> list[str]:
+    return ([f"params-{float(n):.0e}" for n in cfg.params or ()]
+            + [f"tensors-{int(k)}" for k in cfg.tensor_counts or ()])
+
+
+class ScalingCheck:
+    name = "scaling"
+    requires = ()
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        cfg = ctx.cfg.scaling
+        hset = suite.hparams[0]
+        dtypes = [d for d in ctx.dtypes[suite.name] if cfg.dtypes is None or d in cfg.dtypes]
+        skip = "" if suite.workload_of(hset) == "transformer" else \
+            f"the {suite.workload_of(hset)} workload has no model-shaped sizes (sparse gradients or a closure)"
+        return [Case(suite, impl, dtype, hset, ctx.device, workload=name, skip=skip)
+                for dtype in dtypes for impl in ctx.impls[suite.name] if not ctx.unavailable(impl, dtype)
+                for name in workload_names(cfg)]
+
+    def group(self, case: Case) -> tuple:
+        return (case.suite.name, self.name)
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        labels = case.labels
+        if case.skip:
+            return Outcome([row(labels, check=self.name, metric="case.skip", value=0, status="skip", detail=case.skip)])
+        workload = ctx.timing_workload(case.suite, case.hset, case.dtype, case.workload)
+        need = needed_bytes(case.suite.optimizer or "", workload.numel, DTYPES[case.dtype])
+        budget = float(ctx.cfg.scaling.memory_fraction) * available_bytes(ctx.device)
+        size_rows = [row(labels, check=self.name, metric="scaling.params", value=workload.numel),
+                     row(labels, check=self.name, metric="scaling.tensors", value=len(workload.specs))]
+        if need > budget:
+            why = f"needs about {need / 1e9:.1f} GB, more than {budget / 1e9:.1f} GB (scaling.memory_fraction of free memory)"
+            return Outcome(size_rows + [row(labels, check=self.name, metric="case.skip", value=0, status="skip",
+                                            detail=why)], f"  scaling {case.impl_name:>10} {case.workload}: skip, {why}")
+        rows, timing, pct, _ = timing_rows(case, ctx, self.name)
+        return Outcome(size_rows + rows, f"  scaling {case.impl_name:>10} {case.dtype:>8} {case.workload:>14} "
+                                         f"({workload.numel:.2e} params, {len(workload.specs)} tensors): "
+                                         f"{timing.median * 1e3:9.3f} ms/step, {pct:.0f}% of roofline")

@@ -1,0 +1,113 @@
+"""The report's performance sections: step time next to the roofline, edge-case overheads, memory, and
+the scaling sweep (tables and the log-log plot)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from optbench.report.plots import plt, save
+from optbench.report.tables import CASE, FORLOOP, by_case, eng, num
+
+TIMING = CASE + ["workload"]
+SPEED_METRICS = ["time.step_ms", "time.step_ms_iqr", "time.step_ms_cv", "time.rounds", "time.compile_s",
+                 "speed.params_per_s", "speed.gb_per_s", "roofline.pct", "roofline.bytes_per_param",
+                 "roofline.probe_gb_per_s", "speed.overhead", "speed.threads", "scaling.params", "scaling.tensors"]
+
+
+def timing_frame(rows: pd.DataFrame, check: str = "speed") -> pd.DataFrame:
+    """One wide row per timed case of ``check`` (speed or scaling) with its metrics as columns, plus
+    ``ratio`` = median / the for-loop's median on the same suite, dtype and workload."""
+    sel = rows[(rows["check"] == check) & (rows["fqn"] == "") & rows["metric"].isin(SPEED_METRICS)]
+    if sel.empty:
+        return pd.DataFrame()
+    wide = sel.pivot_table(index=TIMING, columns="metric", values="value", aggfunc="first", sort=False)
+    wide = wide.reindex(columns=SPEED_METRICS).reset_index()
+    base = wide[wide["impl"] == FORLOOP].set_index(["suite", "dtype", "hparams", "workload"])["time.step_ms"]
+    keys = zip(wide["suite"], wide["dtype"], wide["hparams"], wide["workload"])
+    return wide.assign(ratio=wide["time.step_ms"] / np.array([base.get(k, math.nan) for k in keys], dtype=float))
+
+
+def speed_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """The main figure: the speed check on the contiguous model workload (or a closure/sparse suite's own)."""
+    wide = timing_frame(rows)
+    return wide if wide.empty else wide[wide["workload"].isin(["model", ""])].reset_index(drop=True)
+
+
+def speed(wide: pd.DataFrame) -> pd.DataFrame:
+    if wide.empty:
+        return wide
+    pct = wide["roofline.pct"].map(lambda v: num(v, ".0f") + " %" if num(v) else "n/a")
+    return wide[CASE].assign(**{
+        "median ms": wide["time.step_ms"].map(num), "IQR ms": wide["time.step_ms_iqr"].map(num),
+        "CV": wide["time.step_ms_cv"].map(lambda v: num(100 * v, ".1f") + " %" if num(v) else ""),
+        "rounds": wide["time.rounds"].map(lambda v: num(v, ".0f")), "params/s": wide["speed.params_per_s"].map(eng),
+        "B/param": wide["roofline.bytes_per_param"].map(num), "GB/s": wide["speed.gb_per_s"].map(num),
+        "roofline GB/s": wide["roofline.probe_gb_per_s"].map(num), "% of roofline": pct,
+        "compile s": wide["time.compile_s"].map(num), "x vs for-loop": wide["ratio"].map(lambda v: num(v) + "x" if num(v) else "")})
+
+
+def overheads(rows: pd.DataFrame) -> pd.DataFrame:
+    """Edge cases as their own figures: time per stepped parameter over the contiguous model's."""
+    wide = timing_frame(rows)
+    if wide.empty or wide["speed.overhead"].isna().all():
+        return pd.DataFrame()
+    table = wide.dropna(subset=["speed.overhead"]).pivot_table(index=["suite", "dtype", "workload"], columns="impl",
+                                                               values="speed.overhead", aggfunc="first", sort=False)
+    return table.map(lambda v: num(v) + "x" if num(v) else "").reset_index()
+
+
+def memory(rows: pd.DataFrame) -> pd.DataFrame:
+    state, peak = by_case(rows, "mem.state_bytes"), by_case(rows, "mem.peak_transient_bytes")
+    per_state, per_peak = by_case(rows, "mem.state_bytes_per_param"), by_case(rows, "mem.peak_transient_bytes_per_param")
+    if state.empty:
+        return pd.DataFrame()
+    out = state[["value"]].rename(columns={"value": "state"}).join(
+        [per_state["value"].rename("state_pp"), peak["value"].rename("peak"), per_peak["value"].rename("peak_pp")]).reset_index()
+    return out[CASE].assign(**{"state bytes": out["state"].map(lambda v: num(v, ",.0f")),
+                               "state B/param": out["state_pp"].map(num),
+                               "peak transient bytes": out["peak"].map(lambda v: num(v, ",.0f")),
+                               "peak transient B/param": out["peak_pp"].map(num)})
+
+
+def scaling(rows: pd.DataFrame) -> pd.DataFrame:
+    wide = timing_frame(rows, "scaling")
+    if wide.empty:
+        return wide
+    return wide[["suite", "impl", "dtype", "workload"]].assign(**{
+        "params": wide["scaling.params"].map(eng), "tensors": wide["scaling.tensors"].map(lambda v: num(v, ".0f")),
+        "median ms": wide["time.step_ms"].map(num), "CV": wide["time.step_ms_cv"].map(lambda v: num(100 * v, ".1f") + " %" if num(v) else ""),
+        "GB/s": wide["speed.gb_per_s"].map(num), "% of roofline": wide["roofline.pct"].map(lambda v: num(v, ".0f"))})
+
+
+def scaling_plot(rows: pd.DataFrame, path: Path) -> bool:
+    """Per suite: step time and % of roofline against parameters (size sweep) and against tensor count
+    (fixed total), log-log, one line per implementation and dtype."""
+    wide = timing_frame(rows, "scaling")
+    if wide.empty or wide["time.step_ms"].notna().sum() == 0:
+        path.unlink(missing_ok=True)
+        return False
+    suites = list(dict.fromkeys(wide["suite"]))
+    fig, axes = plt.subplots(len(suites), 3, figsize=(15, 3.8 * len(suites)), squeeze=False)
+    for ax_row, suite in zip(axes, suites):
+        sub = wide[wide["suite"] == suite]
+        for (impl, dtype), line in sub.groupby(["impl", "dtype"], sort=False):
+            label = f"{impl} {dtype}" if sub["dtype"].nunique() > 1 else impl
+            sizes = line[line["workload"].str.startswith("params-")].sort_values("scaling.params")
+            counts = line[line["workload"].str.startswith("tensors-")].sort_values("scaling.tensors")
+            ax_row[0].plot(sizes["scaling.params"], sizes["time.step_ms"], "o-", label=label)
+            ax_row[1].plot(sizes["scaling.params"], sizes["roofline.pct"], "o-", label=label)
+            ax_row[2].plot(counts["scaling.tensors"], counts["time.step_ms"], "o-", label=label)
+        ax_row[0].set(xscale="log", yscale="log", xlabel="parameters", ylabel="median step time (ms)",
+                      title=f"{suite}: step time vs size")
+        ax_row[1].set(xscale="log", yscale="log", xlabel="parameters", ylabel="% of roofline",
+                      title=f"{suite}: % of roofline vs size")
+        ax_row[2].set(xscale="log", yscale="log", xlabel="tensors (same total)", ylabel="median step time (ms)",
+                      title=f"{suite}: step time vs tensor count")
+        for ax in ax_row:
+            ax.grid(True, which="both", alpha=0.3)
+        ax_row[0].legend(fontsize="small")
+    return save(fig, path)
