@@ -1,0 +1,234 @@
+"""A pytest plugin: each (check, case) of an optbench run as one test item, for a parity gate in CI.
+
+    pytest -p optbench.gate --optbench "suite=adamw checks=[parity,cross] dtype=float32" --junitxml=optbench.xml
+
+``--optbench`` takes the overrides of one ``optbench run`` (``--config-dir DIR`` may lead them) and may be
+given once per run. Each run's plan (``SuiteRun.plan``) becomes items named
+``<suite>::<check>::<impl>::<dtype>::<hparams>`` (JUnit: class ``adamw.parity.foreach.float32``, test
+``default``), run in plan order in this one process through ``SuiteRun.run_case``, so cases of a group share
+their scratch as in ``optbench run``. An item's outcome comes from the rows its case wrote: a ``fail`` or
+``error`` row fails it (one line per such row); an ``xpass`` row (a declared deviation that no longer
+deviates) makes it XPASS, a pass that says so; ``xfail`` rows and no ``pass`` make it xfail; only ``skip``
+and ``unsupported`` rows skip it with their reasons; anything else passes. A run with ``candidate=`` ends
+with ``<suite>::parity::<candidate>::checked``, which fails when no hparam set could check the candidate.
+``--optbench-out DIR`` keeps each run's results.json, results.csv and report.md in ``DIR/<suite>/``.
+
+The plugin does nothing without ``--optbench``. With it and no test paths on the command line, only the
+gate runs (a repository's own ``testpaths`` are not collected). It refuses ``-n`` (pytest-xdist): the
+cases of a group must run in order in one process. docs/ci.md has a workflow.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from pathlib import Path
+
+import pytest
+
+FAILING, VERDICTS = ("fail", "error"), ("pass", "fail", "error", "xfail", "xpass", "unsupported", "skip")
+MAX_LINES = 20  # failing rows named in one item's message
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("optbench", "optbench parity gate (docs/ci.md)")
+    group.addoption("--optbench", action="append", default=[], metavar="OVERRIDES",
+                    help='the overrides of one optbench run, e.g. "suite=adamw checks=[parity,cross] dtype=float32" '
+                         "(--config-dir DIR may lead them); each (check, case) is a test item; repeat for more runs")
+    group.addoption("--optbench-out", default=None, metavar="DIR",
+                    help="keep each run's results.json, results.csv and report.md in DIR/<suite>/")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    specs = config.getoption("optbench")
+    if not specs:
+        return
+    if config.getoption("numprocesses", None) not in (None, 0, "0"):
+        raise pytest.UsageError("--optbench runs its cases in order in one process: drop -n (pytest-xdist)")
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = []  # no test paths named: the gate alone, not the repository's testpaths
+    config.pluginmanager.register(Gate(specs, config.getoption("optbench_out")), "optbench-gate")
+
+
+class CaseFailed(Exception):
+    """A case wrote fail or error rows; the message names them, one line each."""
+
+
+class GateRun:
+    """One ``--optbench`` run: its SuiteRun, plan and output folder; started at its first item."""
+
+    def __init__(self, spec: str, out: Path | None, taken: list[str]):
+        from optbench.cli import compose_config, precheck
+        from optbench.errors import UsageError
+        from optbench.runner import SuiteRun
+
+        args = shlex.split(spec)
+        config_dirs = []
+        if args[:1] == ["--config-dir"] and len(args) > 1:
+            if not Path(args[1]).is_dir():
+                raise pytest.UsageError(f"--optbench {spec!r}: --config-dir {args[1]}: no such directory")
+            config_dirs, args = [str(Path(args[1]).resolve())], args[2:]
+        self._tmp = None if out else tempfile.TemporaryDirectory(prefix="optbench-gate-")
+        try:
+            precheck(args, config_dirs)  # an unknown suite or device answers "did you mean"
+            cfg = compose_config(args, config_dirs)
+            self.suite = str(cfg.suite.name)
+            count = sum(t == self.suite for t in taken)  # the same suite again: <suite>-2, ...
+            self.name = f"{self.suite}-{count + 1}" if count else self.suite
+            self.out = out / self.name if out else Path(self._tmp.name)
+            self.run = SuiteRun(cfg, self.out, echo=self._echo, config_dirs=config_dirs)
+            self.plan = self.run.plan()
+        except UsageError as exc:
+            self.close()
+            raise pytest.UsageError(f"--optbench {spec!r}: {exc}") from None
+        self.started = self.finished = False
+        self.lines: list[str] = []
+
+    def _echo(self, line: str) -> None:
+        self.lines.append(str(line))
+
+    def run_case(self, check, case) -> tuple[list[dict], list[str]]:
+        """The rows and console lines of one planned case."""
+        self.lines = []
+        if not self.started:
+            self.run.start()
+            self.started = True
+        rows = self.run.run_case(check, case)
+        return rows, self.lines
+
+    def finish(self, write: bool) -> list[dict]:
+        """Close the run once (the candidate check; results and report when ``write``); the rows it added."""
+        if self.finished or not self.started:
+            return []
+        self.finished = True
+        first = len(self.run.results.rows)
+        self.run.finish(write=write)
+        return self.run.results.rows[first:]
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+class Gate:
+    """The plugin's state once ``--optbench`` is given: its runs, their collectors, their results."""
+
+    def __init__(self, specs: list[str], out: str | None):
+        self.out = Path(out).resolve() if out else None
+        self.runs: list[GateRun] = []
+        for spec in specs:
+            self.runs.append(GateRun(spec, self.out, [r.suite for r in self.runs]))
+
+    def pytest_report_header(self) -> list[str]:
+        where = f"; results in {self.out}" if self.out else ""
+        runs = ", ".join(f"{r.name} ({len(r.plan)} cases)" for r in self.runs)
+        return [f"optbench gate: {runs}; one process, in plan order{where}"]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector):
+        report = yield
+        if isinstance(collector, pytest.Session) and report.passed:
+            # nodeid given: under the session pytest would lead it with '::'
+            report.result.extend(RunCollector.from_parent(collector, name=run.name, nodeid=run.name, run=run)
+                                 for run in self.runs)
+        return report
+
+    def pytest_sessionfinish(self) -> None:
+        for run in self.runs:
+            if self.out:
+                run.finish(write=True)
+            run.close()
+
+
+class RunCollector(pytest.Collector):
+    """One run's items, in plan order."""
+
+    def __init__(self, *, run: GateRun, **kwargs):
+        super().__init__(**kwargs)
+        self.run = run
+
+    def collect(self):
+        seen: dict[str, int] = {}
+        for check, case in self.run.plan:
+            name = item_name(check, case, self.run.suite)
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:  # cases alike in every label: numbered
+                name = f"{name}::{seen[name]}"
+            yield CaseItem.from_parent(self, name=name, check=check, case=case)
+        candidate = self.run.run.ctx.candidate
+        if candidate is not None and "parity" in self.run.run.checks:
+            yield CandidateItem.from_parent(self, name=f"parity::{_part(candidate.name)}::checked")
+
+
+def _part(text: str) -> str:
+    """A piece of an item name: no ``::`` (the separator) and no brackets (pytest's parameter ids)."""
+    return str(text).replace("::", ":").replace("[", "(").replace("]", ")")
+
+
+def item_name(check, case, suite: str) -> str:
+    """``check::impl::dtype::hparams[::workload]``, empty parts left out; led by the case's suite in a
+    meta-suite."""
+    parts = [case.suite.name if case.suite.name != suite else "", check.name, case.impl_name, case.dtype,
+             case.labels["hparams"], case.labels.get("workload", "")]
+    return "::".join(_part(p) for p in parts if p)
+
+
+class CaseItem(pytest.Item):
+    """One (check, case) of a run."""
+
+    def __init__(self, *, check, case, **kwargs):
+        super().__init__(**kwargs)
+        self.check, self.case = check, case
+
+    def runtest(self) -> None:
+        rows, lines = self.parent.run.run_case(self.check, self.case)
+        if lines:
+            self.add_report_section("call", "optbench", "\n".join(lines))
+        judge(self, rows)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, CaseFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, self.nodeid
+
+
+class CandidateItem(CaseItem):
+    """The candidate was checked by at least one parity case (``optbench run`` says so at its end)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(check=None, case=None, **kwargs)
+
+    def runtest(self) -> None:
+        gate = self.config.pluginmanager.get_plugin("optbench-gate")
+        judge(self, self.parent.run.finish(write=gate.out is not None))
+
+
+def judge(item: pytest.Item, rows: list[dict]) -> None:
+    """Turn a case's rows into the item's outcome (the module docstring has the rules)."""
+    statuses = [r["status"] for r in rows if r["status"] in VERDICTS]
+    failing = [r for r in rows if r["status"] in FAILING]
+    if failing:
+        lines = [_line(r) for r in failing[:MAX_LINES]]
+        more = f"\n... and {len(failing) - MAX_LINES} more failing rows" if len(failing) > MAX_LINES else ""
+        raise CaseFailed("\n".join(lines) + more)
+    if "xpass" in statuses:  # a declared deviation torch has fixed: pytest's XPASS (a pass), reason kept
+        item.add_marker(pytest.mark.xfail(reason=_reasons(rows, "xpass"), strict=False))
+    elif "xfail" in statuses and "pass" not in statuses:
+        pytest.xfail(_reasons(rows, "xfail"))
+    elif statuses and set(statuses) <= {"skip", "unsupported"}:
+        pytest.skip(_reasons(rows, "skip", "unsupported"))
+
+
+def _reasons(rows: list[dict], *statuses: str) -> str:
+    return "; ".join(dict.fromkeys(r["detail"] or r["metric"] for r in rows if r["status"] in statuses))
+
+
+def _line(r: dict) -> str:
+    where = "/".join(p for p in (r.get("fqn"), r.get("tensor")) if p)
+    value = r.get("value")
+    shown = f" {value:.3g}{' ' + r['unit'] if r.get('unit') else ''}" if isinstance(value, float) else ""
+    text = f"{r['status'].upper()} {r['metric']}{' ' + where if where else ''}{shown}: {r['detail']}"
+    return " ".join(text.split())

@@ -1,0 +1,154 @@
+"""Sweeps (optbench run -m): jobs merged into one results.json and report.md, exit code the worst job's."""
+
+import importlib.util
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+
+from optbench import runner, sweep
+from optbench.cli import main
+from optbench.results import Results, row
+
+REPO = Path(__file__).parents[1]
+TINY = ["checks=[parity]", "steps=3", "history_dir=null"]
+MUTANT = "tests.mutants.sgd.DecayIgnoredUnderMaximizeSGD"  # ignores weight decay under maximize
+
+
+@pytest.fixture(autouse=True)
+def root_logger_restored():
+    """Hydra's launchers leave a handler on the root logger, bound to this test's captured stdout: the tests
+    that follow in this process must not log into it."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def merged(sweep_dir: Path) -> dict:
+    return json.loads((sweep_dir / "results.json").read_text())
+
+
+def jobs_of(record: dict) -> dict[str, set]:
+    """dtype -> the statuses of the parity verdict rows from that dtype's job."""
+    out = {}
+    for r in record["rows"]:
+        if r["metric"] == "parity.max_err_eps" and r["fqn"] == "":
+            out.setdefault(r["dtype"], set()).add(r["status"])
+    return out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None,
+                    reason="hydra-joblib-launcher is not installed (pip install 'optbench[sweep]')")
+def test_joblib_sweep_merges_both_jobs_exit_0(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "sweep"
+    code = main(["run", "-m", "suite=sgd", "dtype=float32,float64", "impl=[for-loop]", "options={lr: 0.01}", *TINY,
+                 "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={out}"])
+    assert code == 0, capsys.readouterr()
+    record = merged(out)
+    assert record["schema_version"] >= 3 and record["machine"]["torch"]
+    assert jobs_of(record) == {"float32": {"pass"}, "float64": {"pass"}}
+    jobs = record["sweep"]["jobs"]
+    assert [(j["num"], j["status"], j["exit_code"]) for j in jobs] == [(0, "completed", 0), (1, "completed", 0)]
+    assert record["sweep"]["launcher"].endswith("JoblibLauncher") and all(j["config"]["suite"]["name"] == "sgd" for j in jobs)
+    assert "## Sweep jobs" in (out / "report.md").read_text() and (out / "results.csv").is_file()
+    assert "verdict: PASS" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None,
+                    reason="hydra-joblib-launcher is not installed (pip install 'optbench[sweep]')")
+def test_joblib_sweep_exit_code_is_the_worst_jobs(tmp_path, monkeypatch):
+    """Jobs run in worker processes: the exit code comes from the merged results, not from this process."""
+    monkeypatch.chdir(REPO)  # the candidates are imported from the current directory
+    out = tmp_path / "sweep"
+    code = main(["run", "-m", "suite=sgd", f"candidate=tests.mutants.sgd.CorrectSGD,{MUTANT}", "impl=[candidate]",
+                 "dtype=float32", "options={weight_decay: 0.1, maximize: true}", *TINY, "hydra/launcher=joblib",
+                 "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={out}"])
+    assert code == 1
+    record = merged(out)
+    assert [(j["num"], j["exit_code"]) for j in record["sweep"]["jobs"]] == [(0, 0), (1, 1)]
+    verdicts = {r["impl"]: r["status"] for r in record["rows"] if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
+    assert verdicts == {"candidate:CorrectSGD": "pass", "candidate:DecayIgnoredUnderMaximizeSGD": "fail"}
+
+
+def test_a_job_that_crashes_loses_nothing_of_the_others(tmp_path, monkeypatch, capsys):
+    """The basic launcher (jobs in turn, in this process) merges too, also when Hydra stops at a job that raised."""
+    original = runner.SuiteRun.run
+
+    def crash_at_float64(self):
+        if self.cfg.dtype == "float64":
+            raise RuntimeError("boom")
+        return original(self)
+
+    monkeypatch.setattr(runner.SuiteRun, "run", crash_at_float64)
+    out = tmp_path / "sweep"
+    code = main(["run", "-m", "suite=sgd", "dtype=float32,float64", "impl=[for-loop]", "options={lr: 0.01}", *TINY,
+                 f"hydra.sweep.dir={out}"])
+    assert code == 1
+    record = merged(out)
+    assert jobs_of(record) == {"float32": {"pass"}}
+    errors = [r for r in record["rows"] if r["status"] == "error"]
+    assert len(errors) == 1 and errors[0]["check"] == "sweep" and errors[0]["suite"] == "sgd"
+    assert errors[0]["detail"].startswith("job 1 (suite=sgd dtype=float64") and "raised RuntimeError: boom" in errors[0]["detail"]
+    assert [j["status"] for j in record["sweep"]["jobs"]] == ["completed", "failed"]
+    assert record["sweep"]["launcher"].endswith("BasicLauncher")
+    assert (out / "0-sgd-cpu" / "results.json").is_file() and (out / "1-sgd-cpu" / "job.json").is_file()
+    assert "verdict: FAIL: job 1 exit 1" in capsys.readouterr().out
+
+
+def test_a_job_that_stops_on_a_usage_error_makes_the_sweep_exit_2(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    code = main(["run", "-m", "suite=adam,sgd", "options={amsgrad: true}", "dtype=float32", "impl=[for-loop]", *TINY,
+                 f"hydra.sweep.dir={out}"])
+    assert code == 2 and "SGD takes no amsgrad" in capsys.readouterr().err
+    record = merged(out)
+    assert jobs_of(record) == {"float32": {"pass"}}  # the adam job's
+    assert [r["detail"].split(": ", 1)[1] for r in record["rows"] if r["status"] == "error"] == [
+        "stopped on a usage error; its message is in the job's output"]
+
+
+def test_merge_keeps_a_killed_jobs_journal_and_names_a_job_that_never_started(tmp_path):
+    labels = {"suite": "sgd", "optimizer": "SGD", "impl": "for-loop", "dtype": "float32", "hparams": "default",
+              "device": "cpu"}
+    started = time.time() - 10
+    done, killed = tmp_path / "0-sgd-cpu", tmp_path / "1-sgd-cpu"
+    Results(done, {"machine": {"torch": "x"}, "suites": ["sgd"]},
+            [row(labels, check="parity", metric="parity.max_err_eps", value=1.0, status="pass")]).finish()
+    Results(killed, {"machine": {"torch": "x"}}).extend(
+        [row(labels | {"dtype": "float64"}, check="parity", metric="parity.max_err_eps", value=1.0, status="pass")])
+    for folder, num, status in ((done, 0, "completed"), (killed, 1, "started")):
+        (folder / "job.json").write_text(json.dumps({"num": num, "overrides": [f"job={num}"], "status": status,
+                                                     "exit_code": 0, "started_s": started}))
+    result = sweep.merge(tmp_path, expected=[["job=0"], ["job=1"], ["job=2"]])
+    assert result.exit_code == 1 and [j.status for j in result.jobs] == ["completed", "started", "missing"]
+    rows = merged(tmp_path)["rows"]
+    assert [(r["dtype"], r["status"]) for r in rows if r["check"] == "parity"] == [("float32", "pass"), ("float64", "pass")]
+    details = [r["detail"] for r in rows if r["check"] == "sweep"]
+    assert details == ["job 1 (job=1): stopped without finishing (killed?); the 1 rows it wrote are kept",
+                       "job 2 (job=2): never started (no job folder)"]
+    assert "## Sweep jobs" in result.report.read_text()
+    assert main(["merge", str(tmp_path)]) == 1  # again from the folder (no multirun.yaml: the jobs found)
+    assert [r["detail"] for r in merged(tmp_path)["rows"] if r["check"] == "sweep"] == details[:1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["suite=sgd", "stepz=1,2"], "Could not override 'stepz'"),
+    (["suite=sgd", "steps=1,2", "out_dir=x"], "a sweep writes its jobs and the merged results under hydra.sweep.dir"),
+    (["suite=sgd,adamm"], "unknown suite 'adamm'"),
+])
+def test_sweep_mistakes_are_one_line_exit_2_before_any_job(args, message, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "-m", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
+
+
+def test_combinations_number_jobs_as_hydra_does():
+    assert sweep.combinations(["suite=adam,sgd", "dtype=float32,bfloat16", "steps=3"]) == [
+        ["suite=adam", "dtype=float32", "steps=3"], ["suite=adam", "dtype=bfloat16", "steps=3"],
+        ["suite=sgd", "dtype=float32", "steps=3"], ["suite=sgd", "dtype=bfloat16", "steps=3"]]
