@@ -23,6 +23,7 @@ from optbench.cases import Case, RunContext
 from optbench.catalog import is_meta, resolve
 from optbench.checks import REGISTRY
 from optbench.errors import UsageError
+from optbench.history import record_quietly
 from optbench.machine import machine_info
 from optbench.report import render_report
 from optbench.results import SCHEMA_VERSION, Results, row
@@ -104,32 +105,49 @@ class SuiteRun:
         return out
 
     def run(self) -> Results:
+        self.start()
+        plan = self.plan()
+        with _progress(len(plan)) as bar:
+            echo = bar.write if not bar.disable else self.echo
+            for check, case in plan:
+                bar.set_description(f"{case.suite.name} {check.name} {case.impl_name} {case.dtype}".strip())
+                self.run_case(check, case, echo)
+                bar.update(1)
+        return self.finish()
+
+    def start(self) -> None:
+        """Before the first case: torch's warnings quietened, the clock started, what runs said."""
         _quiet_torch()
-        started = time.perf_counter()
+        self._started, self._group = time.perf_counter(), None
         dtypes = sorted({d for ds in self.ctx.dtypes.values() for d in ds})
         names = ", ".join(s.name for s in self.suites)
         self.echo(f"optbench: {len(self.suites)} suite(s) ({names}) on {self.device}, dtypes {', '.join(dtypes)}, "
                   f"checks {', '.join(c for c in REGISTRY if c in self.checks)}")
-        plan = self.plan()
-        group = None
-        with _progress(len(plan)) as bar:
-            echo = bar.write if not bar.disable else self.echo
-            for check, case in plan:
-                key = (case.suite.name, check.group(case))
-                if key != group:
-                    self.ctx.scratch.clear()
-                    group = key
-                bar.set_description(f"{case.suite.name} {check.name} {case.impl_name} {case.dtype}".strip())
-                self._run_one(check, case, echo)
-                bar.update(1)
+
+    def run_case(self, check, case: Case, echo=None) -> list[dict]:
+        """Run one planned (check, case), called in plan order (a new group clears the scratch); its rows."""
+        key = (case.suite.name, check.group(case))
+        if key != self._group:
+            self.ctx.scratch.clear()
+            self._group = key
+        first = len(self.results.rows)
+        self._run_one(check, case, echo or self.echo)
+        return self.results.rows[first:]
+
+    def finish(self, write: bool = True) -> Results:
+        """After the last case: a candidate never silently unchecked, the wall time and (``write``)
+        results.json/csv, the history copy and report.md."""
         self._never_silently_unchecked()
-        self.results.meta["wall_s"] = round(time.perf_counter() - started, 2)
-        path = self.results.finish()
-        render_report(self.results.meta | {"schema_version": SCHEMA_VERSION}, self.results.table, path.parent)
+        self.results.meta["wall_s"] = round(time.perf_counter() - self._started, 2)
+        if write:
+            path = self.results.finish()
+            # a history problem warns, never loses the run
+            record_quietly(path, self.cfg.get("history_dir"), self.echo)
+            render_report(self.results.meta | {"schema_version": SCHEMA_VERSION}, self.results.table, path.parent)
         return self.results
 
     def _run_one(self, check, case: Case, echo) -> None:
-        threads = self.cfg.speed.get("threads") if check.name == "speed" else self.cfg.get("check_threads")
+        threads = self.cfg.speed.get("threads") if check.name in ("speed", "scaling") else self.cfg.get("check_threads")
         started = time.perf_counter()
         try:
             with _threads(threads):
@@ -142,7 +160,7 @@ class SuiteRun:
             rows = [row(case.labels, check=check.name, metric="case.error", value=1, status="error", detail=detail)]
             line = f"  ERROR {check.name} {case.impl_name} {case.dtype} {case.labels['hparams']}: {detail}"
         if rows:  # what each case cost, so a slow suite can be read off its results
-            labels = {k: rows[0][k] for k in ("suite", "optimizer", "impl", "dtype", "hparams", "device")}
+            labels = {k: rows[0][k] for k in ("suite", "optimizer", "impl", "dtype", "hparams", "device", "workload")}
             rows.append(row(labels, check=check.name, metric="run.case_s", value=time.perf_counter() - started, unit="s"))
         self.results.extend(rows)
         if line:
