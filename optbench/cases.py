@@ -102,7 +102,8 @@ class RunContext:
             if name != "model":
                 raise ValueError(f"the {suite.workload_of(hset)} workload has no {name} variant")
             return self.workload(suite, hset, dtype, steps=1, purpose="speed")
-        workload = speed_workloads.by_name(name, float(self.cfg.speed.params), self.seed)
+        size = self.cfg.scaling.tensors_params if name.startswith("tensors-") else self.cfg.speed.params
+        workload = speed_workloads.by_name(name, float(size), self.seed)
         return workload.restricted(PARAM_FILTERS[suite.params])
 
     def _workload(self, name: str, dtype: str, steps: int, purpose: str, params: str, raising: tuple,

@@ -145,6 +145,7 @@ def test_scaling_check_sweeps_sizes_and_counts_and_skips_what_does_not_fit(tmp_p
     timed = {(r["impl"], r["workload"]) for r in rows if r["check"] == "scaling" and r["metric"] == "roofline.pct"}
     assert timed == {(i, w) for i in ("for-loop", "fused") for w in ("params-1e+03", "params-1e+04", "tensors-2", "tensors-32")}
     assert value(rows, "fused", "scaling.tensors", "tensors-32") == 32
+    assert value(rows, "fused", "scaling.params", "tensors-32") == 4096  # scaling.tensors_params, split 32 ways
     assert (out / "scaling.png").is_file()
     out = tmp_path / "too-big"
     assert main(["run", "suite=adam", "dtype=float32", "impl=[fused]", "checks=[scaling]", *FAST, "scaling.params=[1e12]",

@@ -3,7 +3,8 @@
 Opt-in (``checks=[scaling]``). Each implementation is timed (as the speed check times, with the same
 roofline) on the model-shaped workload at each of ``scaling.params`` (about 1e5 to 1e8 parameters) and
 on ``scaling.tensors_params`` parameters split into each of ``scaling.tensor_counts`` equal tensors
-(many small vs few large). A size whose parameters, gradients, state and a foreach temporary per
+(many small vs few large; the compiled variant up to 64 tensors, as inductor takes minutes over
+thousands). A size whose parameters, gradients, state and a foreach temporary per
 parameter would pass ``scaling.memory_fraction`` of the device's available memory is a skip row,
 never an out-of-memory crash. The report draws log-log lines per implementation.
 """
@@ -19,6 +20,8 @@ from optbench.checks.speed import timing_rows
 from optbench.results import row
 from optbench.roofline import STREAMS
 from optbench.suite import DTYPES, Suite
+
+MAX_COMPILED_TENSORS = 64
 
 
 def available_bytes(device: torch.device) -> int:
@@ -52,9 +55,16 @@ class ScalingCheck:
         dtypes = [d for d in ctx.dtypes[suite.name] if cfg.dtypes is None or d in cfg.dtypes]
         skip = "" if suite.workload_of(hset) == "transformer" else \
             f"the {suite.workload_of(hset)} workload has no model-shaped sizes (sparse gradients or a closure)"
-        return [Case(suite, impl, dtype, hset, ctx.device, workload=name, skip=skip)
+        return [Case(suite, impl, dtype, hset, ctx.device, workload=name, skip=skip or self._too_long(impl, name))
                 for dtype in dtypes for impl in ctx.impls[suite.name] if not ctx.unavailable(impl, dtype)
                 for name in workload_names(cfg)]
+
+    @staticmethod
+    def _too_long(impl, workload: str) -> str:
+        count = int(workload.split("-")[1]) if workload.startswith("tensors-") else 0
+        if impl.compiled and count > MAX_COMPILED_TENSORS:
+            return f"compiling a step over {count} tensors takes minutes (the compiled variant runs up to {MAX_COMPILED_TENSORS})"
+        return ""
 
     def group(self, case: Case) -> tuple:
         return (case.suite.name, self.name)
