@@ -152,3 +152,12 @@ def test_scaling_check_sweeps_sizes_and_counts_and_skips_what_does_not_fit(tmp_p
                  "scaling.tensor_counts=[]", f"out_dir={out}"]) == 0
     skip = [r for r in rows_of(out) if r["status"] == "skip"]
     assert skip and "more than" in skip[0]["detail"]
+
+
+def test_an_edge_case_a_declared_deviation_says_raises_is_xfail(tmp_path):
+    """Adafactor divides by a zero-size parameter's numel (F04): its zero_size timing is that finding, not an error."""
+    assert main(["run", "suite=adafactor", "dtype=float32", "impl=[for-loop]", "checks=[speed]", *FAST,
+                 "speed.edge_cases=[zero_size,noncontiguous]", f"out_dir={tmp_path}"]) == 0
+    raised = [r for r in rows_of(tmp_path) if r["metric"] == "speed.raises"]
+    assert [(r["workload"], r["status"], r["detail"][:4]) for r in raised] == [("zero_size", "xfail", "F04:")]
+    assert value(rows_of(tmp_path), "for-loop", "speed.overhead", "noncontiguous") > 0

@@ -98,6 +98,16 @@ def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Ti
     return rows, timing, pct, stepped
 
 
+def declared_raise(case: Case, ctx: RunContext, exc: Exception):
+    """The suite's deviation that declares ``exc`` for a parameter of the case's timing workload, if any."""
+    if case.workload in ("", "model"):
+        return None
+    specs = ctx.timing_workload(case.suite, case.hset, case.dtype, case.workload).specs
+    return next((d for d in case.suite.deviations if d.raises == type(exc).__name__
+                 and d.matches_case(case.impl_name, case.dtype, case.hset.name) and any(d.matches_spec(s) for s in specs)),
+                None)
+
+
 def runnable_cases(suite: Suite, ctx: RunContext) -> list[Case]:
     hset = suite.hparams[0]
     return [Case(suite, impl, dtype, hset, ctx.device, workload="model") for dtype in ctx.dtypes[suite.name]
@@ -122,7 +132,15 @@ class SpeedCheck:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
-        rows, timing, pct, stepped = timing_rows(case, ctx, "speed")
+        try:
+            rows, timing, pct, stepped = timing_rows(case, ctx, "speed")
+        except Exception as exc:  # an edge case a declared deviation says raises (Adafactor's zero-size, F04)
+            known = declared_raise(case, ctx, exc)
+            if known is None:
+                raise
+            detail = f"{known.finding}: still raises {type(exc).__name__} on {case.workload}: {str(exc).splitlines()[0]}"
+            return Outcome([row(case.labels, check="speed", metric="speed.raises", value=1, status="xfail", detail=detail)],
+                           f"  XFAIL speed {case.impl_name} {case.dtype} {case.workload}: {detail}")
         per_param = timing.median / max(1, stepped)
         key = (case.impl_name, case.dtype)
         line = (f"  speed {case.impl_name:>10} {case.dtype:>8} {case.workload:>13}: {timing.median * 1e3:8.3f} ms/step "

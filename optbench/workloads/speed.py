@@ -40,6 +40,11 @@ class SpeedSpec:
     def numel(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def kind(self) -> str:
+        """The parity workload's word for it (what a suite's deviation matches)."""
+        return "noncontiguous" if self.layout == "column_major" else "dense" if self.has_grad else "sometimes_none"
+
 
 @dataclass(frozen=True)
 class SpeedWorkload:
