@@ -264,6 +264,9 @@ def compare_command(args: list[str]) -> int:
     if differ := compare.machine_differences(base_meta, new_meta):
         print(f"optbench: warning: the runs were measured on different machines ({differ}); their times are not "
               "like for like", file=sys.stderr)
+    if differ := compare.timing_config_differences(base_meta, new_meta):
+        print(f"optbench: warning: the runs timed different workloads ({differ}); same-named cases are not like for like",
+              file=sys.stderr)
     result = compare.compare(base, new, compare.Rule(ns.threshold, ns.alpha, ns.confidence))
     text = compare.render(result)
     print(text)

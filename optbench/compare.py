@@ -163,6 +163,17 @@ def machine_differences(base_meta: dict, new_meta: dict) -> str:
     return "; ".join(f"{k}: {b.get(k)} vs {n.get(k)}" for k in MACHINE_KEYS if b.get(k) != n.get(k))
 
 
+def timing_config_differences(base_meta: dict, new_meta: dict) -> str:
+    """The timing workload settings that differ (``speed.params: 4e6 vs 3.3e7``): the cases keep their names
+    (``model``, ``tensors-64``) while measuring other sizes."""
+    def settings(meta):
+        cfg = meta.get("config") or {}
+        return {f"{section}.{k}": v for section in ("speed", "scaling") for k, v in (cfg.get(section) or {}).items()
+                if k in ("params", "tensors_params", "threads", "width", "layers", "vocab")}
+    b, n = settings(base_meta), settings(new_meta)
+    return "; ".join(f"{k}: {b.get(k)} vs {n.get(k)}" for k in sorted(set(b) | set(n)) if b.get(k) != n.get(k))
+
+
 def key_text(row) -> str:
     return "/".join(str(row[k]) for k in VERDICT_KEY if str(row[k]))
 

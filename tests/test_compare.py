@@ -204,3 +204,10 @@ def test_command_as_a_user_runs_it(tmp_path):
     assert same.stdout.splitlines()[-1] == "**OK:** 1 case: 0 slower, 0 faster, 1 same, 0 n/a; 0 new failures."
     missing = optbench(tmp_path / "nope", b)
     assert missing.returncode == 2 and missing.stderr == f"optbench: error: no results file at {tmp_path / 'nope'}\n"
+
+
+def test_different_timing_workload_sizes_are_named():
+    base = {"config": {"speed": {"params": 4e6, "min_run_time": 0.5}}}
+    new = {"config": {"speed": {"params": 3.3e7, "min_run_time": 2}}}
+    assert compare.timing_config_differences(base, new) == "speed.params: 4000000.0 vs 33000000.0"
+    assert compare.timing_config_differences(base, base) == ""

@@ -172,7 +172,7 @@ def roofline_section(latest: pd.DataFrame) -> str:
 
 
 def scaling_part(latest: pd.DataFrame, keys: list[str]) -> str:
-    sc = latest[latest["check"] == "scaling"]
+    sc = latest[(latest["check"] == "scaling") & latest["workload"].str.startswith("params-")]  # the size sweep
     frame = data.wide(sc, [*keys, "workload"], ["scaling.params", "time.step_ms", "roofline.pct"])
     frame = frame.rename(columns={"scaling.params": "params"}).dropna(subset=["params", "time.step_ms"])
     if frame.empty:
