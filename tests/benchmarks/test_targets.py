@@ -60,3 +60,31 @@ def test_fused_adam_at_32m_parameters_is_60_to_110_percent_of_roofline(tmp_path)
     print(f"fused Adam, {speed.model(3.3e7).numel:.3g} params: {pct:.0f}% of roofline "
           f"({value(tmp_path, 'fused', 'speed.gb_per_s'):.1f} of {value(tmp_path, 'fused', 'roofline.probe_gb_per_s'):.1f} GB/s)")
     assert 60 <= pct <= 110
+
+
+def test_watch_overhead_on_a_small_training_loop():
+    """What optbench.watch costs per training iteration (forward, backward, AdamW step) at its defaults."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 10))
+    opt = torch.optim.AdamW(model.named_parameters(), lr=1e-3)
+    x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
+
+    def iteration():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    iteration()
+    timer = benchmark.Timer("iteration()", globals={"iteration": iteration}, num_threads=torch.get_num_threads())
+    bare = timer.blocked_autorange(min_run_time=3).median
+    from optbench import watch
+
+    for options in ({}, {"every": 10}):
+        w = watch(opt, **options)
+        watched = timer.blocked_autorange(min_run_time=3).median
+        w.remove()
+        print(f"watch({options}): {len(w.watched)} tensors, {sum(p.numel() for p in w.watched.values()):,} of "
+              f"{sum(p.numel() for p in model.parameters()):,} parameters: {bare * 1e3:.2f} -> {watched * 1e3:.2f} ms "
+              f"per iteration ({watched / bare:.2f}x); {w.summary().split(': ', 1)[1]}")
+        assert w.first_divergence is None

@@ -1,0 +1,141 @@
+"""Parity inside a user's own training loop: ``optbench.watch(optimizer)``.
+
+Step hooks (``Optimizer.register_step_pre_hook`` / ``register_step_post_hook``) bracket every real
+step: before it, the watched parameters, their state and their actual gradients are copied to float64;
+after it, the float64 reference takes the same step from the optimizer's own pre-step state and the
+two are compared as the one-step gate compares them (``optbench.one_step``: the update in eps of its
+own magnitude, each state tensor in eps of the dtype, the reference's rounding envelope allowed).
+Restarting from the optimizer's state each step keeps the tolerance tight however long training runs.
+
+To bound the cost, ``max_tensors`` parameters of at most ``max_numel`` elements are watched (the same
+choice for the same seed), and only every ``every``-th step is checked. The first divergence is kept
+by FQN (``param_names`` from ``model.named_parameters()``, or a ``names`` mapping); ``strict=True``
+raises ``Divergence`` at it instead. Closure-driven optimizers (LBFGS) are not supported.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import torch
+
+from optbench.hyperparameters import reference_value
+from optbench.one_step import OneStep
+from optbench.reference import load_reference
+from optbench.trajectory import as_array
+from optbench.workloads import reference_gradient
+
+SKIP_KEYS = ("params", "param_names")
+
+
+class Divergence(AssertionError):
+    """An optimizer step departed from its reference past the one-step tolerance."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    step: int
+    fqn: str
+    tensor: str
+    err_eps: float
+    tol_eps: float
+
+    def __str__(self) -> str:
+        return (f"step {self.step}: {self.fqn} {self.tensor} is {self.err_eps:.3g} eps from the reference "
+                f"(tolerance {self.tol_eps:g})")
+
+
+@dataclass
+class Watch:
+    """The hooks and what they found; ``remove()`` detaches them."""
+
+    optimizer: torch.optim.Optimizer
+    reference: ModuleType
+    watched: dict[str, torch.Tensor]
+    every: int = 1
+    strict: bool = False
+    steps_checked: int = 0
+    worst: dict[tuple[str, str], float] = field(default_factory=dict)
+    first_divergence: Finding | None = None
+    _step: int = 0
+    _before: dict | None = None
+    _handles: list = field(default_factory=list)
+
+    def _groups(self) -> dict[str, dict]:
+        ids = {id(p): n for n, p in self.watched.items()}
+        return {ids[id(p)]: g for g in self.optimizer.param_groups for p in g["params"] if id(p) in ids}
+
+    def _pre(self, optimizer, args, kwargs) -> None:
+        self._step += 1
+        if (self._step - 1) % self.every:
+            self._before = None
+            return
+        live = {n: p for n, p in self.watched.items() if p.grad is not None}
+        before = {(n, "param"): as_array(p) for n, p in live.items()}
+        before |= {(n, k): a for n, p in live.items() for k, v in optimizer.state.get(p, {}).items()
+                   if (a := as_array(v)) is not None}
+        self._before = (before, {n: reference_gradient(p.grad) for n, p in live.items()})
+
+    def _post(self, optimizer, args, kwargs) -> None:
+        if self._before is None:
+            return
+        before, grads = self._before
+        after = {(n, "param"): as_array(p) for n, p in self.watched.items() if n in grads}
+        after |= {(n, k): a for n in grads for k, v in optimizer.state.get(self.watched[n], {}).items()
+                  if (a := as_array(v)) is not None}
+        groups = self._groups()
+        for dtype in {self.watched[n].dtype for n in grads}:
+            names = [n for n in grads if self.watched[n].dtype == dtype]
+            hp = {n: {k: reference_value(v) for k, v in groups[n].items() if k not in SKIP_KEYS}
+                  | {"dtype_eps": torch.finfo(dtype).eps} for n in names}
+            gate = OneStep(self.reference, hp, dtype)
+            gate.record(self._step, before, after, {n: grads[n] for n in names}, {})
+            for step, fqn, tensor, err, tol in gate.rows:
+                self.worst[(fqn, tensor)] = max(self.worst.get((fqn, tensor), 0.0), err)
+                if not err <= tol and self.first_divergence is None:  # NaN diverges too
+                    self.first_divergence = Finding(step, fqn, tensor, err, tol)
+        self.steps_checked += 1
+        if self.strict and self.first_divergence is not None:
+            raise Divergence(str(self.first_divergence))
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def summary(self) -> str:
+        verdict = f"first divergence at {self.first_divergence}" if self.first_divergence else "no divergence"
+        return (f"optbench.watch: {self.steps_checked} steps checked over {len(self.watched)} tensors "
+                f"({', '.join(self.watched)}): {verdict}")
+
+
+def _names(optimizer: torch.optim.Optimizer, names) -> dict[str, torch.Tensor]:
+    by_id = {id(p): n for n, p in (names.items() if isinstance(names, dict) else names or ())}
+    out = {}
+    for g, group in enumerate(optimizer.param_groups):
+        recorded = group.get("param_names") or [None] * len(group["params"])
+        for i, (p, name) in enumerate(zip(group["params"], recorded)):
+            out[by_id.get(id(p)) or name or f"param_groups.{g}.params.{i}"] = p
+    return out
+
+
+def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None = None, *, names=None,
+          max_tensors: int = 16, max_numel: int = 1 << 18, every: int = 1, strict: bool = False, seed: int = 0) -> Watch:
+    """Check every ``every``-th real step of ``optimizer`` against its float64 reference (by default the one
+    named after its class: ``adamw`` for AdamW, ``sparse_adam`` for SparseAdam); see the module docstring."""
+    if reference is None:
+        torch_class = next((c for c in type(optimizer).__mro__  # a subclass is checked as its torch optimizer
+                            if c is getattr(torch.optim, c.__name__, None) and c is not torch.optim.Optimizer), type(optimizer))
+        reference = torch_class.__name__.lower().replace("sparseadam", "sparse_adam")
+    module = load_reference(reference) if isinstance(reference, str) else reference
+    if getattr(module, "KIND", "gradient") == "closure":
+        raise ValueError("optbench.watch checks gradient-driven optimizers; a closure-driven one (LBFGS) is not supported")
+    if every < 1 or max_tensors < 1:
+        raise ValueError("every and max_tensors must be at least 1")
+    candidates = [(n, p) for n, p in _names(optimizer, names).items() if p.numel() <= max_numel]
+    chosen = sorted(random.Random(seed).sample(range(len(candidates)), min(max_tensors, len(candidates))))
+    w = Watch(optimizer, module, {candidates[i][0]: candidates[i][1] for i in chosen}, every, strict)
+    w._handles = [optimizer.register_step_pre_hook(w._pre), optimizer.register_step_post_hook(w._post)]
+    return w
