@@ -1,6 +1,6 @@
 """The run history: every run's results.json kept by machine and torch version, as asv keeps its results.
 
-Layout: ``<history_dir>/<machine>/<torch>/<UTC time>-<git sha[:8] | nogit>-<suites>-<device>.json``, each
+Layout: ``<history_dir>/<machine>/<torch>/<UTC time>-<git sha[:8] | nogit>[+dirty]-<suites>-<device>.json``, each
 file a byte-for-byte copy of the run's ``results.json`` (written atomically, never over another run's
 file). ``machine`` is a readable, filesystem-safe slug of the CPU model and thread count (and the GPU),
 e.g. ``intel-xeon-platinum-8375c-2.90ghz-2t``. The runner records every run when ``history_dir`` is set
@@ -70,7 +70,9 @@ def _stamp(created) -> str:
 
 def run_name(meta: dict) -> str:
     """``20250514T120304Z-b902603a-adam-cpu``: when (UTC), commit, suites and device of one run."""
-    sha = ((meta.get("machine") or {}).get("git_sha") or "")[:8] or "nogit"
+    info = meta.get("machine") or {}
+    sha = (info.get("git_sha") or "")[:8] or "nogit"
+    sha += "+dirty" if info.get("git_dirty") else ""
     return f"{_stamp(meta.get('created'))}-{sha}-{_suites(meta)}-{_device(meta)}"
 
 

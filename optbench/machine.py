@@ -31,6 +31,16 @@ def _git_sha() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def _git_dirty() -> bool | None:
+    """Whether the checkout optbench runs from has uncommitted changes (None: not a git checkout)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 def machine_info(device: torch.device) -> dict:
     return {
         "cpu": _cpu_name(),
@@ -42,4 +52,5 @@ def machine_info(device: torch.device) -> dict:
         "platform": platform.platform(),
         "optbench": optbench.__version__,
         "git_sha": _git_sha(),
+        "git_dirty": _git_dirty(),  # results from uncommitted code are not that commit's
     }

@@ -78,10 +78,17 @@ def test_a_run_is_recorded_in_history_and_a_broken_history_does_not_cost_it(tmp_
     assert main([*args, f"out_dir={tmp_path / 'one'}", f"history_dir={history}"]) == 0
     recorded = list(history.glob("*/*/*.json"))
     assert len(recorded) == 1 and recorded[0].read_bytes() == (tmp_path / "one" / "results.json").read_bytes()
-    assert re.fullmatch(r"\d{8}T\d{6}Z-([0-9a-f]{8}|nogit)-sgd-cpu\.json", recorded[0].name)
+    assert re.fullmatch(r"\d{8}T\d{6}Z-([0-9a-f]{8}(\+dirty)?|nogit)-sgd-cpu\.json", recorded[0].name)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     capsys.readouterr()
     assert main([*args, f"out_dir={tmp_path / 'two'}", f"history_dir={blocker}"]) == 0
     out = capsys.readouterr().out
     assert "warning: the run was not recorded" in out and (tmp_path / "two" / "report.md").is_file()
+
+
+def test_a_run_from_uncommitted_code_is_named_so():
+    meta = {"created": "2025-05-14T12:03:04+00:00", "machine": {"git_sha": "b902603a1234", "git_dirty": True},
+            "config": {"suite": {"name": "adam"}, "device": {"name": "cpu"}}}
+    assert run_name(meta) == "20250514T120304Z-b902603a+dirty-adam-cpu"
+    assert run_name(meta | {"machine": {"git_sha": "b902603a1234", "git_dirty": False}}) == "20250514T120304Z-b902603a-adam-cpu"
