@@ -36,7 +36,7 @@ class Bandwidth:
     by_kernel: tuple[tuple[str, float], ...]
 
 
-def _median_s(stmt: str, env: dict, threads: int, min_run_time: float, device: torch.device) -> float:
+def _median_s(stmt: str, env: dict, threads: int, min_run_time: float) -> float:
     timer = benchmark.Timer(stmt=stmt, globals=env, num_threads=threads)
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
@@ -57,7 +57,7 @@ def _bandwidth(device: str, working_set: int, threads: int, min_run_time: float)
         n = working_set // (4 * arrays)
         a, b, c = (torch.rand(n, device=dev) + 0.5 for _ in range(3))
         stmt = {"scale": "a.mul_(1.0000001)", "axpy": "a.add_(b, alpha=1e-7)", "addcmul": "a.addcmul_(b, c, value=1e-7)"}
-        seconds = _median_s(stmt[kernel], {"a": a, "b": b, "c": c}, threads, min_run_time, dev)
+        seconds = _median_s(stmt[kernel], {"a": a, "b": b, "c": c}, threads, min_run_time)
         found.append((kernel, STREAM_BYTES[kernel] * n / seconds / 1e9))
         del a, b, c
     kernel, best = max(found, key=lambda kv: kv[1])
@@ -67,7 +67,7 @@ def _bandwidth(device: str, working_set: int, threads: int, min_run_time: float)
 @lru_cache(maxsize=64)
 def _matmul(device: str, rows: int, cols: int, dtype: torch.dtype, threads: int, min_run_time: float) -> float:
     x = torch.randn(rows, cols, device=device).to(dtype)
-    seconds = _median_s("x @ x.T", {"x": x}, threads, min_run_time, torch.device(device))
+    seconds = _median_s("x @ x.T", {"x": x}, threads, min_run_time)
     return 2 * rows * rows * cols / seconds
 
 

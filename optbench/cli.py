@@ -178,16 +178,10 @@ def report_command(args: list[str]) -> int:
     if len(ns.results) != 1 or ns.screenshot or ns.machine or ns.torch:
         raise UsageError("'optbench report' takes one results file or run directory (many, --screenshot, --machine "
                          "and --torch go with --dashboard)")
-    from optbench.report import load_results, render_report
+    from optbench.report import render_report
 
-    path = ns.results[0] / "results.json" if ns.results[0].is_dir() else ns.results[0]
-    if not path.is_file():
-        raise UsageError(f"no results file at {path}")
-    try:
-        meta, rows = load_results(path)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    out = ns.out or path.parent
+    meta, rows = load_run(ns.results[0])
+    out = ns.out or (ns.results[0] if ns.results[0].is_dir() else ns.results[0].parent)
     out.mkdir(parents=True, exist_ok=True)
     print(f"report: {render_report(meta, rows, out)}")
     return EXIT_OK

@@ -42,7 +42,7 @@ def row(labels: dict, *, check: str, metric: str, value: float, status: str = "i
     return out
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     umask = os.umask(0)
     os.umask(umask)
@@ -98,8 +98,8 @@ class Results:
         rows = ",\n".join(json.dumps({k: _json_value(v) for k, v in r.items()}, allow_nan=False) for r in self.rows)
         text = json.dumps(header, indent=1, allow_nan=False)[:-2] + ',\n "rows": [\n' + rows + "\n ]\n}\n"
         path = self.out_dir / "results.json"
-        _atomic_write(path, text)
-        _atomic_write(self.out_dir / "results.csv", self.table.to_csv(index=False))
+        atomic_write(path, text)
+        atomic_write(self.out_dir / "results.csv", self.table.to_csv(index=False))
         self._saved_at = time.monotonic()
         return path
 

@@ -29,6 +29,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from optbench.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from optbench.results import FAILING, atomic_write
 
 JOB_FILE = "job.json"
 _BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -145,7 +146,7 @@ class Job:
         """The job's exit code as the sweep counts it: its own, and at least 1 when a row of it fails or its
         results are not whole."""
         own = self.exit_code if self.status == "completed" and isinstance(self.exit_code, int) else EXIT_CHECK_FAILED
-        failing = any(r.get("status") in ("fail", "error") for r in self.rows)
+        failing = any(r.get("status") in FAILING for r in self.rows)
         return max(own, EXIT_CHECK_FAILED if failing or self.problem else EXIT_OK)
 
     @property
@@ -304,9 +305,7 @@ def _write_job(config: DictConfig, **fields) -> None:
     info = json.loads(path.read_text(encoding="utf-8")) if fields.get("status") != "started" and path.is_file() else {}
     info |= {"num": int(config.hydra.job.num), "overrides": list(config.hydra.overrides.task), **fields}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{JOB_FILE}.{os.getpid()}")
-    tmp.write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(info, indent=1, default=str) + "\n")
 
 
 def _expected_jobs(config: DictConfig) -> list[list[str]] | None:
