@@ -28,7 +28,8 @@ from optbench.machine import machine_info
 from optbench.report import render_report
 from optbench.results import SCHEMA_VERSION, Results, row
 from optbench.selection import (resolve_candidate, resolve_compile_dtypes, resolve_compile_hparams, resolve_device,
-                                resolve_dtypes, resolve_implementations, resolve_options, resolve_steps)
+                                resolve_dtypes, resolve_implementations, resolve_options, resolve_steps,
+                                resolve_timing)
 
 
 def _quiet_torch() -> None:
@@ -65,6 +66,7 @@ class SuiteRun:
             raise UsageError("no suite selected: pass suite=<name> (see 'optbench list')")
         self.cfg, self.echo = cfg, echo
         self.steps, self.seed = resolve_steps(cfg)
+        resolve_timing(cfg)
         suites = resolve(cfg.suite, config_dirs)
         meta = is_meta(cfg.suite)
         if meta and (cfg.candidate or cfg.get("options")):

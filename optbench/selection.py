@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import torch
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from optbench.errors import UsageError
 from optbench.hyperparameters import plain
@@ -33,7 +33,7 @@ def _names(value, what: str) -> list[str]:
 
 
 def _int(cfg: DictConfig, key: str, minimum: int) -> int:
-    value = cfg.get(key)
+    value = OmegaConf.select(cfg, key)
     try:
         number = int(value)
         if number != float(value):
@@ -140,3 +140,36 @@ def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementa
     if not chosen and not lenient:
         raise UsageError(f"impl={names} selects nothing {cls.__name__} offers")
     return chosen
+
+
+def _number(cfg: DictConfig, key: str, low: float, high: float = float("inf"), value=None) -> float:
+    value = OmegaConf.select(cfg, key) if value is None else value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{key}={value}: need a number") from None
+    if not low <= number <= high:
+        raise UsageError(f"{key}={value}: need a number in [{low:g}, {high:g}]")
+    return number
+
+
+def resolve_timing(cfg: DictConfig) -> None:
+    """The speed and scaling sections checked before anything runs: sizes, counts, times, edge cases."""
+    from optbench.workloads.speed import EDGE_CASES
+
+    _number(cfg, "speed.params", 1)
+    _int(cfg, "speed.min_rounds", 1)
+    for key in ("speed.min_run_time", "speed.max_run_time", "speed.probe_run_time"):
+        _number(cfg, key, 1e-6)
+    if OmegaConf.select(cfg, "speed.threads") is not None:
+        _int(cfg, "speed.threads", 1)
+    for name in _names(OmegaConf.select(cfg, "speed.edge_cases") or "all", "speed.edge_cases"):
+        if name not in EDGE_CASES:
+            raise UsageError(f"unknown speed.edge_cases entry '{name}': {did_you_mean(name, EDGE_CASES)}")
+    for value in OmegaConf.select(cfg, "scaling.params") or ():
+        _number(cfg, "scaling.params", 1, value=value)
+    for value in OmegaConf.select(cfg, "scaling.tensor_counts") or ():
+        if not isinstance(value, int) or value < 1:
+            raise UsageError(f"scaling.tensor_counts entry {value!r}: need a whole number of at least 1")
+    _number(cfg, "scaling.tensors_params", 1)
+    _number(cfg, "scaling.memory_fraction", 1e-6, 1.0)
