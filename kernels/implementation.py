@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -10,6 +11,13 @@ import torch
 from .graphed import GraphedStep
 
 ParamGroups = list[dict]  # torch param groups whose "params" are (name, tensor) pairs
+
+
+def _takes(optimizer_class, argument: str) -> bool:
+    try:
+        return argument in inspect.signature(optimizer_class).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass
@@ -47,9 +55,18 @@ class Implementation:
     graphed: bool = False  # the step captured in a CUDA graph and replayed (kernels.graphed)
     needs_cuda: bool = False
     checks: tuple[str, ...] | None = None
+    named: bool = True  # False: built from plain tensors, for a class that cannot take named parameters
+
 
     def build(self, groups: ParamGroups, options: dict | None = None) -> Stepper:
-        optimizer = self.optimizer_class(groups, **(options or {}), **self.extra_kwargs, **self.flags)
+        if not self.named:  # the names stay with the harness (it pairs tensors by identity); torch records none
+            groups = [{**g, "params": [p[1] if isinstance(p, tuple) else p for p in g["params"]]} for g in groups]
+        kwargs = {**(options or {}), **self.extra_kwargs, **self.flags}
+        if "parameters_names" not in kwargs and _takes(self.optimizer_class, "parameters_names"):
+            named = all(isinstance(p, tuple) for g in groups for p in g["params"])
+            if named:  # icefall's ScaledAdam: the names per group, List[List[str]], beside the named params
+                kwargs["parameters_names"] = [[n for n, _ in g["params"]] for g in groups]
+        optimizer = self.optimizer_class(groups, **kwargs)
         step = optimizer.step
         if self.compiled:
             torch._dynamo.reset()  # a fresh cache per build: past its recompile limit dynamo runs eager

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from optbench.batched_state import per_parameter_state
 from optbench.state_by_name import shape_mismatch
 from optbench.state_formats import same_value
 from optbench.state_scenarios import IMPLEMENTATION_FLAGS, Scenario
@@ -15,12 +16,22 @@ POSITIONAL = {"right": 0.0, "silently wrong": 1.0, "raises": 2.0}
 def _per_name(optimizer, params: dict) -> dict[str, tuple[dict, dict]]:
     """FQN -> (its state, its group's hyperparameters), by tensor identity."""
     ids = {id(p): n for n, p in params.items()}
-    out = {}
+    out, states = {}, per_parameter_state(optimizer)
     for group in optimizer.param_groups:
         hparams = {k: v for k, v in group.items() if k not in ("params", "param_names")}
         for p in group["params"]:
-            out[ids[id(p)]] = (optimizer.state.get(p, {}), hparams)
+            out[ids[id(p)]] = (states.get(p, {}), hparams)
     return out
+
+
+def _whose(state: dict, theirs: dict[str, tuple[dict, dict]]) -> str:
+    """Whose state an FQN holds after a wrong load: another FQN's (by value), a fresh one, or neither."""
+    if not state:
+        return "no state: it starts fresh"
+    for name, (other, _) in theirs.items():
+        if other and other.keys() == state.keys() and all(same_value(state[k], other[k]) for k in state):
+            return f"got {name}'s state"
+    return "state"
 
 
 def _probe(session, stepper, params: dict) -> None:
@@ -57,7 +68,7 @@ def positional(session, scenario: Scenario, impl, state_dict: dict, params: dict
         for n, (state, hparams) in mine.items():
             ref_state, ref_hparams = theirs[n]
             if state.keys() != ref_state.keys() or not all(same_value(state[k], ref_state[k]) for k in state):
-                wrong.append(f"{n} (state)")
+                wrong.append(f"{n} ({_whose(state, theirs)})")
             elif hparams.keys() != ref_hparams.keys() or not all(same_value(hparams[k], ref_hparams[k]) for k in hparams):
                 bad = sorted(k for k in hparams.keys() | ref_hparams.keys() if not same_value(hparams.get(k), ref_hparams.get(k)))
                 if set(bad) <= set(IMPLEMENTATION_FLAGS):  # which kernel runs, not what it computes

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from optbench.batched_state import per_parameter_state
 from optbench.results import row
 
 PYTHON_BITS = {"python float": 64, "python int": 64}
@@ -37,12 +38,12 @@ def kept_in(optimizer: torch.optim.Optimizer, stepped: dict[str, torch.Tensor],
             model: dict[str, torch.Tensor] | None = None) -> dict[tuple[str, str], str]:
     """(fqn, tensor) -> dtype name of what the optimizer steps and its state; with ``model`` other
     than ``stepped`` (master copies), also the model's own parameters as (fqn, "model")."""
-    out = {}
+    out, states = {}, per_parameter_state(optimizer)
     for name, p in stepped.items():
         out[(name, "param")] = dtype_name(p)
         if model is not None and model is not stepped:
             out[(name, "model")] = dtype_name(model[name])
-        for key, value in optimizer.state.get(p, {}).items():
+        for key, value in states.get(p, {}).items():
             if (kind := dtype_name(value)) is not None:
                 out[(name, key)] = kind
     return out

@@ -12,8 +12,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from optbench.errors import UsageError
 from optbench.hyperparameters import plain
-from optbench.kernels import (TORCH_VARIANTS, CandidateError, Implementation, candidate_implementation, master_variants,
-                              torch_implementations)
+from optbench.kernels import (TORCH_VARIANTS, CandidateError, Implementation, candidate_implementation, load_optimizer_class,
+                              master_variants, torch_implementations)
 from optbench.suite import DTYPES, HparamSet, Suite
 
 
@@ -109,7 +109,8 @@ def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
 
 def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:
     try:
-        return candidate_implementation(str(cfg.candidate), _mapping(cfg, "candidate_kwargs"))
+        candidate = candidate_implementation(str(cfg.candidate), _mapping(cfg, "candidate_kwargs"))
+        return candidate if suite.candidate_named else replace(candidate, named=False)
     except CandidateError as exc:
         raise UsageError(str(exc)) from None
 
@@ -124,16 +125,23 @@ def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementa
     except (LookupError, CandidateError) as exc:
         raise UsageError(f"suite {suite.name!r}: {exc}") from None
     variants = torch_implementations(cls) if cls is not None else {}
+    if suite.variants is not None:
+        variants = {n: v for n, v in variants.items() if n in suite.variants}
+    try:
+        variants |= {name: Implementation(name, load_optimizer_class(path, what=f"suite {suite.name!r} implementation"))
+                     for name, path in suite.implementations.items()}
+    except CandidateError as exc:
+        raise UsageError(str(exc)) from None
     names = _names(cfg.impl, "impl")
     variants |= master_variants(names, variants)  # <variant>+master32: float32 master copies (opt-in)
     if candidate is None and cls is None:
         raise UsageError(f"suite {suite.name!r} has no optimizer of its own: pass candidate=my_pkg.MyOptimizer")
     if candidate is not None:
-        names = [n for n in (names or ["for-loop"]) if n != "candidate" and n in variants]
+        names = [n for n in (names or list(variants)[:1]) if n != "candidate" and n in variants]
         return [candidate] + [variants[n] for n in names]
     for name in names:
         if name not in variants and not (lenient and name.removesuffix("+master32") in TORCH_VARIANTS):
-            known = [v for v in TORCH_VARIANTS if v in variants]
+            known = list(variants)
             raise UsageError(f"{cls.__name__} has no implementation '{name}': {did_you_mean(name, known)} "
                              "(any of them +master32 for float32 master copies)")
     chosen = [variants[n] for n in names if n in variants] if names else list(variants.values())

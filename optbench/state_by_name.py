@@ -5,7 +5,8 @@ torch >= 2.5 records ``param_groups[i]["param_names"]`` when an optimizer is bui
 by position, so an optimizer whose parameters come in another order silently gets the wrong state
 (and the saved names overwrite the right ones). ``load_state_dict_by_name`` re-keys the saved state
 to the current optimizer's layout by name, then hands it to torch's own loader; ``name_aware`` makes
-``optimizer.load_state_dict`` itself do so, through torch's load_state_dict pre-hook.
+``optimizer.load_state_dict`` itself do so, through torch's load_state_dict pre-hook. A batched
+optimizer's stacked state (``optbench.batched_state``) is re-stacked row by row by name.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import copy
 from collections.abc import Callable, Mapping
 
 import torch
+
+from optbench.batched_state import BATCH_NAMES, group_bookkeeping, is_batched, relaid, stacks, unstacked
 
 Rename = Mapping[str, str] | Callable[[str], str] | None
 
@@ -104,6 +107,8 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
                     state = state_dict["state"][saved_id]
                     if isinstance(optimizer, torch.optim.LBFGS):
                         _check_flat(state, optimizer)
+                    elif BATCH_NAMES in state:  # a stack of several parameters' rows: checked row by row below
+                        pass
                     else:
                         _check_shapes(name, state, param)
                     new_state[next_id] = state
@@ -111,13 +116,27 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
                 new_state[next_id] = dict(optimizer.state[param])
             next_id += 1
         new_groups.append(group)
-    return {"state": new_state, "param_groups": new_groups}
+    for pid, state in new_state.items():  # a batched stack names its rows: by their current names too
+        if state.get(BATCH_NAMES) is not None and rename is not None:
+            new_state[pid] = {**state, BATCH_NAMES: _renamed([list(state[BATCH_NAMES])], rename)[0]}
+    keyed = {"state": new_state, "param_groups": new_groups}
+    if not (is_batched(keyed) or stacks(optimizer) or group_bookkeeping(keyed)):
+        return keyed
+    if is_batched(keyed):
+        params = {n: p for g in optimizer.param_groups for n, p in zip(g["param_names"], g["params"])}
+        for name, (row, _) in unstacked(keyed).items():
+            if name in params:
+                _check_shapes(name, row, params[name])
+    return relaid(optimizer, keyed)
 
 
 def shape_mismatch(state: dict, param) -> str:
     """Why ``state`` cannot belong to ``param`` ("" if it can): a state tensor with the parameter's number of
     dimensions must broadcast to its shape (exp_avg equals it; Adafactor's row and column factors have a 1
-    where they reduce)."""
+    where they reduce). A state that holds a tensor of exactly the parameter's shape fits it: its other tensors
+    may be per-parameter statistics of any shape (ScaledAdam's scale_grads, one per size-update step)."""
+    if any(isinstance(v, torch.Tensor) and v.shape == param.shape for v in state.values()):
+        return ""
     for key, value in state.items():
         if isinstance(value, torch.Tensor) and value.dim() == param.dim() > 0:
             if any(s not in (1, p) for s, p in zip(value.shape, param.shape)):

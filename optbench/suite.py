@@ -182,13 +182,14 @@ class ErrorInput:
     match: str = ""
     at: str = "construct"  # or "step" (YAML reads a key named "on" as a boolean, hence "at")
     grad: str = "dense"  # the gradients a step gets: dense or sparse
+    meta: dict | None = None  # attributes set on its parameters (u-muP's mup_type); None: the suite's error_param_meta
 
     @classmethod
     def from_config(cls, c) -> ErrorInput:
-        _keys(c, {"desc", "options", "params", "raises", "match", "at", "grad"}, f"error input {c.get('desc')!r}")
+        _keys(c, {"desc", "options", "params", "raises", "match", "at", "grad", "meta"}, f"error input {c.get('desc')!r}")
         return cls(desc=str(c.desc), options=plain(c.get("options", {})) or {}, params=str(c.get("params", "default")),
                    raises=str(c.get("raises", "ValueError")), match=str(c.get("match", "")), at=str(c.get("at", "construct")),
-                   grad=str(c.get("grad", "dense")))
+                   grad=str(c.get("grad", "dense")), meta=dict(plain(c.meta)) if c.get("meta") is not None else None)
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,10 @@ class Suite:
     deviations: tuple[Deviation, ...] = ()
     error_inputs: tuple[ErrorInput, ...] = ()
     description: str = ""
+    variants: tuple[str, ...] | None = None  # which of the optimizer's own variants run (None: all it offers)
+    implementations: dict = field(default_factory=dict)  # more implementations: name -> dotted class path
+    candidate_named: bool = True  # False: a candidate gets plain tensors (it cannot take named parameters)
+    error_param_meta: dict = field(default_factory=dict)  # attributes every error input's parameters carry
 
     def hparam_set(self, name: str) -> HparamSet:
         return next(h for h in self.hparams if h.name == name)
@@ -281,4 +286,8 @@ class Suite:
             deviations=tuple(Deviation.from_config(d) for d in cfg.get("deviations", [])),
             error_inputs=tuple(ErrorInput.from_config(e) for e in cfg.get("error_inputs", [])),
             description=" ".join(str(cfg.get("description", "")).split()),
+            variants=tuple(cfg.variants) if cfg.get("variants") is not None else None,
+            implementations={str(k): str(v) for k, v in (plain(cfg.get("implementations", {})) or {}).items()},
+            candidate_named=bool(cfg.get("candidate_named", True)),
+            error_param_meta=plain(cfg.get("error_param_meta", {})) or {},
         )

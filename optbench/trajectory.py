@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from optbench.batched_state import per_parameter_state
 from optbench.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.kernels import Implementation
 from optbench.master_copy import RoundingYardstick, model_rows
@@ -49,10 +50,10 @@ def as_array(value) -> np.ndarray | None:
 
 def snapshot(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], np.ndarray]:
     """Every parameter and state tensor, keyed (fqn, "param" | state key), as float64 NumPy."""
-    out = {}
+    out, states = {}, per_parameter_state(optimizer)
     for name, p in params.items():
         out[(name, "param")] = as_array(p)
-        for key, value in optimizer.state.get(p, {}).items():
+        for key, value in states.get(p, {}).items():
             array = as_array(value)
             if array is not None:
                 out[(name, key)] = array
@@ -106,6 +107,32 @@ class _GradientReference:
             out.update({(name, k): a for k, v in state.items() if (a := as_array(v)) is not None})
         return out
 
+    def error_scales(self) -> dict[tuple[str, str], float]:
+        """What a state tensor's rounding scales with where that is not its own magnitude, as the reference
+        declares it (``error_scale`` in its state): for a sum of terms that cancel, their magnitudes' sum."""
+        return {(n, k): float(v) for n, state in self.state.items()
+                for k, v in state.get("error_scale", {}).items() if k in state}
+
+
+class _GroupReference(_GradientReference):
+    """A reference whose step couples the tensors of a param group (``KIND = "group"``: ScaledAdam clips
+    against the whole group's gradient norm), stepped a group at a time with every name of it; a name
+    whose gradient is None is passed as None (the reference says what that means)."""
+
+    def __init__(self, reference, params: dict[str, np.ndarray], hp: dict[str, dict], groups: list[list[str]]):
+        super().__init__(reference, params, hp)
+        self.groups = [names for names in groups if names]
+
+    def step(self, grads: dict[str, object]) -> None:
+        for names in self.groups:
+            for name in names:
+                if name not in self.state:
+                    self.state[name] = self.reference.init(self.params[name], self.hp[name])
+            params, states = self.reference.update_group({n: self.params[n] for n in names}, {n: grads.get(n) for n in names},
+                                                         {n: self.state[n] for n in names}, self.hp[names[0]])
+            self.params.update(params)
+            self.state.update(states)
+
 
 class _ClosureReference:
     """The reference of a closure-driven optimizer on the flat vector of its (single) group. With
@@ -150,8 +177,10 @@ class _ClosureReference:
         return out
 
 
-def _groups_by_name(optimizer: torch.optim.Optimizer) -> dict[str, dict]:
-    return {name: group for group in optimizer.param_groups for name in group.get("param_names", [])}
+def _groups_by_name(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[str, dict]:
+    """FQN -> its param group, by tensor identity (an optimizer built from plain tensors records no param_names)."""
+    names = {id(p): n for n, p in params.items()}
+    return {names[id(p)]: group for group in optimizer.param_groups for p in group["params"] if id(p) in names}
 
 
 def scheduled_lr(documented: float, held) -> float:
@@ -191,23 +220,30 @@ def run_trajectory(
     tighter = torch.finfo(judged).eps / eps  # rows stay in eps of ``dtype``; masters are held to float32's tolerance
     start = {n: as_array(p) for n, p in params.items()}  # float64 copies (complex128 for complex parameters)
     hp = hset.reference_hp(list(params), defaults, {**(reference_options or {}), "dtype_eps": torch.finfo(judged).eps})
+    for name, meta in workload.meta.items():  # what the parameter carries besides its values (u-muP's mup_type)
+        if name in hp:
+            hp[name]["param_meta"] = dict(meta)
     reference = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
-    closure_driven = getattr(reference, "KIND", "gradient") == "closure"
+    kind = getattr(reference, "KIND", "gradient")
+    closure_driven = kind == "closure"
     yardstick = None
     if closure_driven:
         frozen = {n for n, p in params.items() if not p.requires_grad}
         ref = _ClosureReference(reference, start, hp, workload, frozen)
         yardstick = _ClosureReference(reference, {n: v.copy() for n, v in start.items()}, hp, workload, frozen, noise=eps)
         closure = objective_closure(stepper.optimizer, params, workload)
+    elif kind == "group":
+        ref = _GroupReference(reference, start, hp, hset.assign(list(params)))
     else:
         ref = _GradientReference(reference, start, hp)
         if stepped is not params:  # masters: how far float32 rounding alone moves them (optbench.master_copy)
             yardstick = RoundingYardstick(lambda moved: _GradientReference(reference, moved, hp), start, eps * tighter)
     scheduler = torch_scheduler(hset.schedule, stepper.optimizer) if hset.schedule else None
     base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
-    lr_groups = _groups_by_name(stepper.optimizer) if hset.schedule else {}
+    lr_groups = _groups_by_name(stepper.optimizer, stepped) if hset.schedule else {}
     rows, snapshots, scales, noise = [], [], {}, {}
-    local = OneStep(reference, hp, judged, update_eps) if one_step and not closure_driven else None
+    # The one-step gate feeds one tensor's own state to a per-tensor reference: not for a group-coupled step.
+    local = OneStep(reference, hp, judged, update_eps) if one_step and kind == "gradient" else None
     for step in range(workload.steps):
         for name, lr in base_lr.items():  # the documented schedule, in place (the references hold these dicts)
             hp[name]["lr"] = scheduled_lr(lr * schedule_factor(hset.schedule, step), lr_groups[name]["lr"])
@@ -227,13 +263,14 @@ def run_trajectory(
         if scheduler is not None:
             scheduler.step()
         actual, expected = snapshot(stepper.optimizer, stepped), ref.expected()
+        declared = ref.error_scales() if hasattr(ref, "error_scales") else {}
         noisy = yardstick.expected() if yardstick is not None else {}
         if local:
             local.record(step + 1, before, actual, grads, private)
         for key in sorted(expected.keys() | actual.keys()):
             tol = tolerance_eps(step + 1) * tighter
             if key in expected and key in actual:
-                scales[key] = max(scales.get(key, 0.0), magnitude(expected[key]))
+                scales[key] = max(scales.get(key, 0.0), magnitude(expected[key]), declared.get(key, 0.0))
                 e = err_eps(actual[key], expected[key], eps, scales[key])
                 if key in noisy:  # what rounding at this dtype alone does to the trajectory (so far), times ten
                     noise[key] = max(noise.get(key, 0.0), err_eps(noisy[key], expected[key], eps, scales[key]))

@@ -21,6 +21,7 @@ from types import ModuleType
 
 import torch
 
+from optbench.batched_state import per_parameter_state
 from optbench.hyperparameters import reference_value
 from optbench.one_step import OneStep
 from optbench.reference import load_reference
@@ -74,7 +75,7 @@ class Watch:
             return
         live = {n: p for n, p in self.watched.items() if p.grad is not None}
         before = {(n, "param"): as_array(p) for n, p in live.items()}
-        before |= {(n, k): a for n, p in live.items() for k, v in optimizer.state.get(p, {}).items()
+        before |= {(n, k): a for n, p in live.items() for k, v in per_parameter_state(optimizer).get(p, {}).items()
                    if (a := as_array(v)) is not None}
         self._before = (before, {n: reference_gradient(p.grad) for n, p in live.items()})
 
@@ -83,7 +84,7 @@ class Watch:
             return
         before, grads = self._before
         after = {(n, "param"): as_array(p) for n, p in self.watched.items() if n in grads}
-        after |= {(n, k): a for n in grads for k, v in optimizer.state.get(self.watched[n], {}).items()
+        after |= {(n, k): a for n in grads for k, v in per_parameter_state(optimizer).get(self.watched[n], {}).items()
                   if (a := as_array(v)) is not None}
         groups = self._groups()
         for dtype in {self.watched[n].dtype for n in grads}:
@@ -130,8 +131,9 @@ def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None =
                             if c is getattr(torch.optim, c.__name__, None) and c is not torch.optim.Optimizer), type(optimizer))
         reference = torch_class.__name__.lower().replace("sparseadam", "sparse_adam")
     module = load_reference(reference) if isinstance(reference, str) else reference
-    if getattr(module, "KIND", "gradient") == "closure":
-        raise ValueError("optbench.watch checks gradient-driven optimizers; a closure-driven one (LBFGS) is not supported")
+    if getattr(module, "KIND", "gradient") != "gradient":
+        raise ValueError("optbench.watch checks one tensor's step at a time: a closure-driven optimizer (LBFGS) or "
+                         "one whose step couples a group's tensors (ScaledAdam's clipping) is not supported")
     if every < 1 or max_tensors < 1:
         raise ValueError("every and max_tensors must be at least 1")
     candidates = [(n, p) for n, p in _names(optimizer, names).items() if p.numel() <= max_numel]

@@ -28,6 +28,16 @@ group's parameters instead:
     step(x, objective, state, hp) -> (new_x, new_state, loss)
 
 where ``objective(x) -> (loss, grad)`` evaluates the seeded workload objective in float64.
+
+An optimizer whose step couples the tensors of a param group (ScaledAdam clips against the group's
+gradient norm) sets ``KIND = "group"`` and steps a whole group at once:
+
+    init(param, hp) -> state
+    update_group(params, grads, states, hp) -> (new_params, new_states)
+
+with dicts keyed by FQN in group order (every name of the group; a grad may be None), and ``hp`` the
+group's hyperparameters. Bookkeeping of the group (clipping statistics) is a dict inside the state of
+the group's first name: a dict is private, never compared.
 """
 
 from __future__ import annotations
@@ -52,7 +62,7 @@ def load_reference(name: str) -> ModuleType:
         sys.path.insert(0, os.getcwd())  # a user's reference module in the current directory
     module = importlib.import_module(name if "." in name else f"{__name__}.{name}")
     kind = getattr(module, "KIND", "gradient")
-    needed = ("init", "step") if kind == "closure" else ("init", "update")
+    needed = {"closure": ("init", "step"), "group": ("init", "update_group")}.get(kind, ("init", "update"))
     missing = [f for f in needed if not callable(getattr(module, f, None))]
     if missing:
         raise AttributeError(f"reference {name!r} has no {', '.join(missing)}(): see optbench.reference's contract")

@@ -22,14 +22,16 @@ from optbench.results import row
 from optbench.roofline import step_cost
 from optbench.suite import DTYPES, Suite
 from optbench.timing import Timing, measure
+from optbench.batched_state import per_parameter_state
 from optbench.trajectory import objective_closure, set_gradients
 from optbench.workloads import speed as speed_workloads
 
 
 def state_bytes(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[str, int]:
     """Bytes of optimizer state per FQN (tensors only; Python scalars count as nothing)."""
+    states = per_parameter_state(optimizer)  # a batched optimizer's stacks, row by row
     return {
-        name: sum(v.numel() * v.element_size() for v in optimizer.state.get(p, {}).values() if isinstance(v, torch.Tensor))
+        name: sum(v.numel() * v.element_size() for v in states.get(p, {}).values() if isinstance(v, torch.Tensor))
         for name, p in params.items()
     }
 

@@ -57,6 +57,7 @@ class Workload:
     grads: tuple[dict[str, Gradient], ...]
     objective: object | None = None  # optbench.objective.Objective for closure-driven optimizers
     notes: tuple[str, ...] = field(default=())  # what edge cases this workload holds, for reports
+    meta: dict = field(default_factory=dict)  # FQN -> attributes its torch parameter carries (u-muP's mup_type)
 
     @property
     def steps(self) -> int:
@@ -88,6 +89,8 @@ class Workload:
             if spec.kind == "noncontiguous":
                 value = value.t().contiguous().t()  # same values, column-major strides
             params[spec.name] = torch.nn.Parameter(value, requires_grad=spec.kind != "frozen")
+            for key, attribute in self.meta.get(spec.name, {}).items():
+                setattr(params[spec.name], key, attribute)
         return params
 
     def gradient(self, step: int, name: str, like: torch.Tensor) -> torch.Tensor | None:
