@@ -1,7 +1,8 @@
 """Which suites exist: discovered from the suite files, built-in and in ``--config-dir`` folders.
 
 A suite file names an ``optimizer`` and a ``reference``; a meta-suite (``smoke``, ``all``) names
-``members: all`` and runs every suite file found, optionally trimmed to some hparam sets and dtypes.
+``members: all`` and runs every such suite file found, optionally trimmed to some hparam sets and dtypes.
+A suite with ``optimizer: null`` (``umup``) checks a ``candidate=`` only and is no member of ``all``.
 """
 
 from __future__ import annotations
@@ -38,8 +39,17 @@ def _load(entry) -> DictConfig:
 
 
 def optimizer_suite_names(config_dirs=()) -> list[str]:
-    """The single-optimizer suites (every file with a ``reference``), for ``members: all``."""
-    return [name for name, entry in suite_files(config_dirs).items() if "reference" in _load(entry)]
+    """The single-optimizer suites (every file with a ``reference`` and an ``optimizer`` of its own), for
+    ``members: all``."""
+    return [name for name, entry in suite_files(config_dirs).items()
+            if "reference" in (cfg := _load(entry)) and cfg.get("optimizer") is not None]
+
+
+def candidate_suite_names(config_dirs=()) -> list[str]:
+    """Suites with a ``reference`` but no optimizer of their own (``optimizer: null``): they check a
+    ``candidate=`` only, so ``members: all`` leaves them out (a meta-suite takes no candidate)."""
+    return [name for name, entry in suite_files(config_dirs).items()
+            if "reference" in (cfg := _load(entry)) and cfg.get("optimizer") is None]
 
 
 def is_meta(suite_cfg: DictConfig) -> bool:

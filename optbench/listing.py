@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from omegaconf import OmegaConf
 
-from optbench.catalog import optimizer_suite_names, resolve, suite_files
+from optbench.catalog import candidate_suite_names, optimizer_suite_names, resolve, suite_files
 from optbench.kernels import torch_implementations
 from optbench.suite import DTYPES, Suite
 
@@ -31,10 +31,13 @@ def describe() -> str:
                 why = "needs CUDA" if impl.needs_cuda and device.type != "cuda" else "unavailable"
                 cells.append(f"{impl.name}({','.join(ok) if ok else why})")
             lines.append(f"    {device.type}: {' '.join(cells)}")
-    meta = [n for n in suite_files() if n not in optimizer_suite_names()]
+    candidate_only = candidate_suite_names()
+    meta = [n for n in suite_files() if n not in optimizer_suite_names() and n not in candidate_only]
     others = sorted(n for n in dir(torch.optim) if isinstance(getattr(torch.optim, n), type)
                     and issubclass(getattr(torch.optim, n), torch.optim.Optimizer) and n != "Optimizer" and n not in covered)
     lines += ["", f"meta-suites: {', '.join(meta)}"]
+    if candidate_only:
+        lines.append(f"candidate-only suites (optbench run suite=<name> candidate=...): {', '.join(candidate_only)}")
     if others:
         lines.append(f"torch.optim optimizers without a suite yet: {', '.join(others)}")
     lines += ["", "test your own optimizer: optbench run suite=adamw candidate=my_pkg.optim.MyAdamW"]

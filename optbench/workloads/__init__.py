@@ -3,14 +3,15 @@
 ``transformer`` (dense, the default), ``sparse_embedding`` (COO row gradients), ``zoo`` and
 ``zoo_sparse`` (bug-zoo edge cases, see ``zoo``), and ``objective`` / ``objective_zoo`` (the
 transformer's or the zoo's parameters with a seeded loss instead of a gradient stream, for
-closure-driven optimizers such as LBFGS).
+closure-driven optimizers such as LBFGS), ``umup`` and ``umup_plain`` (the transformer's parameters with
+the u-muP metadata lr-scaled optimizers read, see ``umup``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from optbench.workloads import transformer, zoo
+from optbench.workloads import transformer, umup, zoo
 from optbench.workloads.model import ParamSpec, SparseGrad, Workload, reference_gradient
 
 
@@ -44,6 +45,7 @@ GENERATORS: dict[str, Callable[..., Workload]] = {
                                                                                grad_log10_range=grad_log10_range),
     "objective": _objective,
     "objective_zoo": _objective_zoo,
+    **umup.GENERATORS,  # umup, umup_plain: the transformer's parameters tagged as a u-muP model tags them
 }
 
 
