@@ -321,3 +321,29 @@ def test_chunks_never_leave_a_row_alone():
     for i in range(3):
         (pa, sa), (pb, sb) = results[0][i], results[1][i]
         assert torch.equal(pa, pb) and all(torch.equal(sa[k], sb[k]) for k in sa if k != "step"), i
+
+
+class _ScaleGradsOffByOnePpb(ScaledAdam):
+    """scale_grads off by a relative 1e-9: within what a declared error scale could hide, were it too loose."""
+
+    @staticmethod
+    def _update(p, g, s, t, group):
+        from optbench.kernels.scaled_adam import update
+
+        out = update(p, g, s, t, group)
+        if "scale_grads" in s:
+            s["scale_grads"][:, t % group["size_update_period"]] *= 1 + 1e-9
+        return out
+
+
+def test_declared_error_scale_still_catches_a_wrong_cancelling_sum(tmp_path):
+    """The reference declares that scale_grads (a sum whose terms cancel) rounds with the sum of its terms'
+    magnitudes (docs/tolerances.md); a relative 1e-9 error in it still fails parity at float64."""
+    from tests.test_cli import rows, run
+
+    code = run(tmp_path, "suite=scaledadam", f"candidate={__name__}._ScaleGradsOffByOnePpb", "impl=[candidate,for-loop]",
+               "dtype=float64", "checks=[parity]", "options={}", "steps=4")
+    assert code == 1
+    failed = [r for r in rows(tmp_path) if r["status"] == "fail"]
+    assert failed and all(r["impl"].startswith("candidate:") for r in failed)
+    assert any("step 1" in r["detail"] and "/scale_grads" in r["detail"] for r in failed)
