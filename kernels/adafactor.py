@@ -1,0 +1,165 @@
+"""optbench's own Adafactor for CPU: torch.optim.Adafactor's math, fused into three passes in C++.
+
+A drop-in replacement for ``torch.optim.Adafactor`` (torch 2.13): same constructor, argument checks,
+error messages and state (``step`` a float32 0-dim tensor; ``row_var`` [..., n, 1] and ``col_var``
+[..., 1, m] for tensors of two or more dimensions, ``variance`` for the rest, in the parameter's dtype),
+so state dicts move between the two. ``foreach`` is accepted and ignored: there is one implementation.
+Only the evaluation order differs from torch; per step t, for each parameter with a gradient::
+
+    rho = min(lr, 1/sqrt(t)); alpha = max(eps2, RMS(p)) * rho; one_minus_beta2 = t**beta2_decay
+    row_var += (mean_{-1}(g^2) - row_var) * one_minus_beta2      (col_var alike, over dim -2)
+    v = row_var @ col_var / max(mean_{-2}(row_var), eps1)
+    u = g / sqrt(max(v, eps1^2)); p = p * (1 - lr*wd) - alpha / max(1, RMS(u)/d) * u
+
+A factored tensor (kernels/csrc/adafactor.cpp) takes three passes over g and never materialises v or u:
+(1) row and column sums of g^2; then the O(n + m) factor update, keeping ra_i = 1/sqrt(row_var_i / max(
+mean(row_var), eps1)) and rc_j = 1/sqrt(col_var_j), so that 1/sqrt(max(v_ij, eps1^2)) = min(ra_i rc_j,
+1/eps1); (2) sums of u^2 and p^2 (p before weight decay); (3) the update, p read and written once. One
+C++ call steps a param group, in one parallel region of ``at::parallel_for`` (torch.get_num_threads()
+threads, OpenMP in torch's CPU builds): each pass is a list of fixed tiles that threads take as they come
+free, and whoever finishes a pass's last tile runs the serial stage after it. Sums are in double (float
+squares summed at most 8 to a vector lane in float first; float64 squares compensated), kept per row,
+tile or row block and reduced in a fixed order: a step is bit-reproducible whatever the thread count. Elementwise
+arithmetic is in float for float32/bfloat16/float16 (rounded once into p and the state, torch's
+"opmath") and in double for float64; vectors and 0-dim tensors (``variance``) are computed in double.
+A column-major weight is stepped in place through its transpose (rows and columns swap roles in memory,
+not in the factors); other non-contiguous tensors through contiguous copies written back.
+
+Deliberate differences, none in the math: eps1 = None means the eps of each parameter's own dtype
+(torch takes the group's first parameter's, finding F19); a zero-size parameter gets its state and step
+and nothing else (torch raises ZeroDivisionError, finding F04). CPU tensors only. The extension is
+built on first use with ``torch.utils.cpp_extension.load`` (cached in TORCH_EXTENSIONS_DIR); if it cannot
+be, the constructor raises RuntimeError("optbench's Adafactor kernel could not be built: ...").
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+__all__ = ["Adafactor", "build"]
+
+SOURCE = pathlib.Path(__file__).with_name("csrc") / "adafactor.cpp"
+_BUILT: dict = {}
+
+
+def _flags() -> tuple[str, list[str], list[str]]:
+    """Name suffix, compiler and linker flags: AVX2 where the CPU has it (the same results either way: no
+    FMA contraction); OpenMP where torch's at::parallel_for is OpenMP's (inline: without it, one thread)."""
+    flags = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-Wno-psabi"]  # (psabi: inline vector helpers only)
+    omp = ["-fopenmp"] if torch._C.has_openmp else []
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        return "avx2", flags + omp + ["-mavx2", "-mf16c"], omp
+    return "generic", flags + omp, omp
+
+
+def build():
+    """The compiled extension (built once per process, cached on disk by torch)."""
+    if "module" not in _BUILT:
+        if "error" in _BUILT:
+            raise RuntimeError(_BUILT["error"])
+        try:
+            from torch.utils.cpp_extension import load
+
+            suffix, cflags, ldflags = _flags()
+            _BUILT["module"] = load(name=f"optbench_adafactor_{suffix}", sources=[str(SOURCE)], extra_cflags=cflags,
+                                    extra_ldflags=ldflags, verbose=False)
+        except Exception as exc:  # noqa: BLE001 (a missing compiler, ninja or header: say which, in one line)
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
+            reason = next((ln for ln in lines if "error" in ln.lower() and ln != lines[0]), lines[0])
+            _BUILT["error"] = f"optbench's Adafactor kernel could not be built: {reason[:300]}"
+            raise RuntimeError(_BUILT["error"]) from None
+    return _BUILT["module"]
+
+
+def _scalar_dtype() -> torch.dtype:
+    """The dtype of ``step``, as torch picks it: float32 unless the default dtype is float64."""
+    return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+
+
+class Adafactor(Optimizer):
+    """torch.optim.Adafactor's algorithm as one fused C++ step per param group (module docstring)."""
+
+    def __init__(
+        self,
+        params,
+        lr: float | Tensor = 1e-2,
+        beta2_decay: float = -0.8,
+        eps: tuple[float | None, float] = (None, 1e-3),
+        d: float = 1.0,
+        weight_decay: float = 0.0,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+    ) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
+        if not 0.0 >= beta2_decay:
+            raise ValueError(f"beta2_decay should be <= 0 but is: {beta2_decay}")
+        if eps[0] is not None and not 0.0 <= eps[0]:
+            raise ValueError(f"epsilon1 should be >= 0 but is: {eps[0]}")
+        if not 0.0 <= eps[1]:
+            raise ValueError(f"epsilon2 should be >= 0 but is: {eps[1]}")
+        if not 1.0 <= d:
+            raise ValueError(f"Clipping threshold d should be >= 1 but is: {d}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"weight_decay should be >= 0 but is: {weight_decay}")
+        defaults = {"lr": lr, "beta2_decay": beta2_decay, "eps": eps, "d": d, "weight_decay": weight_decay,
+                    "foreach": foreach, "maximize": maximize}
+        super().__init__(params, defaults)
+        build()
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("foreach", None)
+            for p in group["params"]:
+                p_state = self.state.get(p, [])
+                if len(p_state) != 0 and not torch.is_tensor(p_state["step"]):
+                    p_state["step"] = torch.tensor(float(p_state["step"]), dtype=_scalar_dtype())
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Perform a single optimization step (``closure``: reevaluates the model and returns the loss)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        kernel = build()
+        for group in self.param_groups:
+            params, grads, steps, row_vars, col_vars, variances = [], [], [], [], [], []
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if torch.is_complex(p):
+                    raise RuntimeError("Adafactor does not support complex parameters")
+                if grad.is_sparse:
+                    raise RuntimeError("Adafactor does not support sparse gradients")
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.tensor(0.0, dtype=_scalar_dtype())
+                    if grad.dim() > 1:
+                        state["row_var"] = grad.new_zeros(grad.shape[:-1] + (1,))
+                        state["col_var"] = grad.new_zeros(grad.shape[:-2] + (1,) + grad.shape[-1:])
+                    else:
+                        state["variance"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
+                params.append(p)
+                grads.append(grad)
+                steps.append(state["step"])
+                row_vars.append(state.get("row_var"))
+                col_vars.append(state.get("col_var"))
+                variances.append(state.get("variance"))
+            if params:
+                lr = group["lr"]
+                eps1, eps2 = group["eps"]
+                kernel.step(params, grads, steps, row_vars, col_vars, variances,
+                            float(lr.item() if isinstance(lr, Tensor) else lr), float(group["beta2_decay"]),
+                            None if eps1 is None else float(eps1), float(eps2), float(group["d"]),
+                            float(group["weight_decay"]), bool(group["maximize"]))
+        return loss
