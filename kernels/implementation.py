@@ -13,7 +13,8 @@ from .graphed import GraphedStep
 ParamGroups = list[dict]  # torch param groups whose "params" are (name, tensor) pairs
 
 
-def _takes(optimizer_class, argument: str) -> bool:
+def takes(optimizer_class, argument: str) -> bool:
+    """Whether the constructor names ``argument`` itself (``**kwargs`` does not count: it may pass it on)."""
     try:
         return argument in inspect.signature(optimizer_class).parameters
     except (TypeError, ValueError):
@@ -62,7 +63,7 @@ class Implementation:
         if not self.named:  # the names stay with the harness (it pairs tensors by identity); torch records none
             groups = [{**g, "params": [p[1] if isinstance(p, tuple) else p for p in g["params"]]} for g in groups]
         kwargs = {**(options or {}), **self.extra_kwargs, **self.flags}
-        if "parameters_names" not in kwargs and _takes(self.optimizer_class, "parameters_names"):
+        if "parameters_names" not in kwargs and takes(self.optimizer_class, "parameters_names"):
             named = all(isinstance(p, tuple) for g in groups for p in g["params"])
             if named:  # icefall's ScaledAdam: the names per group, List[List[str]], beside the named params
                 kwargs["parameters_names"] = [[n for n, _ in g["params"]] for g in groups]

@@ -3,12 +3,10 @@ capturable step and that step captured in a CUDA graph (``graphed``)."""
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 from .candidate import load_optimizer_class
-from .implementation import Implementation
+from .implementation import Implementation, takes
 
 TORCH_VARIANTS = ("for-loop", "foreach", "fused", "compiled", "capturable", "graphed")
 # Optimizers without a ``capturable`` flag whose step keeps no state on the host, so that it can be
@@ -16,24 +14,20 @@ TORCH_VARIANTS = ("for-loop", "foreach", "fused", "compiled", "capturable", "gra
 CAPTURABLE_WITHOUT_FLAG = (torch.optim.SGD,)
 
 
-def _accepts(optimizer_class: type, flag: str) -> bool:
-    return flag in inspect.signature(optimizer_class.__init__).parameters
-
-
 def torch_implementations(optimizer_class: type) -> dict[str, Implementation]:
     """Every variant the class's signature offers (whether the device supports it is ``available``)."""
-    has_foreach = _accepts(optimizer_class, "foreach")
+    has_foreach = takes(optimizer_class, "foreach")
     impls = {"for-loop": Implementation("for-loop", optimizer_class, {"foreach": False} if has_foreach else {})}
     if has_foreach:
         impls["foreach"] = Implementation("foreach", optimizer_class, {"foreach": True})
-    if _accepts(optimizer_class, "fused"):
+    if takes(optimizer_class, "fused"):
         impls["fused"] = Implementation("fused", optimizer_class, {"fused": True})
     # The compiled step is the for-loop step through torch.compile (inductor), as torch's
     # compiled-optimizer recipe does.
     impls["compiled"] = Implementation("compiled", optimizer_class, dict(impls["for-loop"].flags), compiled=True)
     # CUDA only: the for-loop step with capturable=True, and that step captured in a CUDA graph and replayed.
     graph_flags = None
-    if _accepts(optimizer_class, "capturable"):
+    if takes(optimizer_class, "capturable"):
         graph_flags = {**impls["for-loop"].flags, "capturable": True}
         impls["capturable"] = Implementation("capturable", optimizer_class, graph_flags, needs_cuda=True)
     elif issubclass(optimizer_class, CAPTURABLE_WITHOUT_FLAG):

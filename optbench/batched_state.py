@@ -15,7 +15,7 @@ offer ``per_parameter_state()``: each parameter's rows as views. Checks read sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -33,22 +33,16 @@ def is_batched(state_dict: dict) -> bool:
     return any(isinstance(s, dict) and BATCH_NAMES in s for s in state_dict.get("state", {}).values())
 
 
-def _rows(state: dict, size: int) -> tuple[list[dict], set[str]]:
-    """A holder's stacked state split into ``size`` per-parameter states, and the keys that were stacked
-    (keys that are not, such as ``step``, go to every row; ``batch_names`` and a group's bookkeeping, a
-    dict, to none)."""
-    rows: list[dict] = [{} for _ in range(size)]
+def _rows(state: dict, size: int) -> list[dict]:
+    """A holder's stacked state split into ``size`` per-parameter states (keys that are not stacked, such
+    as ``step``, go to every row; ``batch_names`` and a group's bookkeeping, a dict, to none)."""
     stacked = {k for k, v in state.items() if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == size}
-    for key, value in state.items():
-        if key == BATCH_NAMES or isinstance(value, dict):
-            continue
-        for i, row in enumerate(rows):
-            row[key] = value[i].clone() if key in stacked else value
-    return rows, stacked
+    return [{k: v[i].clone() if k in stacked else v for k, v in state.items()
+             if k != BATCH_NAMES and not isinstance(v, dict)} for i in range(size)]
 
 
-def unstacked(state_dict: dict) -> dict[str, tuple[dict, set[str]]]:
-    """FQN -> (its own state, the keys its holder stacked), from a batched state_dict."""
+def unstacked(state_dict: dict) -> dict[str, dict]:
+    """FQN -> its own state, from a batched state_dict."""
     out = {}
     for state in state_dict["state"].values():
         names = state.get(BATCH_NAMES)
@@ -56,8 +50,7 @@ def unstacked(state_dict: dict) -> dict[str, tuple[dict, set[str]]]:
             continue
         if any(n is None for n in names):
             raise KeyError("the batched state_dict holds no parameter names: build the optimizer from named parameters")
-        rows, stacked = _rows(state, len(names))
-        out.update((n, (row, stacked)) for n, row in zip(names, rows))
+        out.update(zip(names, _rows(state, len(names))))
     return out
 
 
@@ -68,58 +61,51 @@ def group_bookkeeping(state_dict: dict) -> dict[int, dict]:
             if any(isinstance(v, dict) for v in s.values())}
 
 
-def buckets(optimizer: torch.optim.Optimizer, group: dict) -> list[list[int]]:
-    """Indices into ``group["params"]`` of each bucket, in stacking order: the optimizer's own
-    ``buckets(group)`` if it has one, else the BatchedOptimizer rule (same dtype and shape, buckets in
-    order of first appearance, zero-size parameters in none)."""
-    own = getattr(optimizer, "buckets", None)
-    if callable(own):
-        return own(group)
-    out: dict[tuple, list[int]] = {}
-    for i, p in enumerate(group["params"]):
-        if p.numel():
-            out.setdefault((p.dtype, tuple(p.shape)), []).append(i)
-    return list(out.values())
-
-
 def stacks(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether ``optimizer`` keeps its state stacked per bucket (it says which through ``buckets(group)``)."""
+    """Whether ``optimizer`` keeps its state stacked per bucket: it says how through ``buckets(group)``,
+    the indices into ``group["params"]`` of each bucket in stacking order (``kernels.batched``)."""
     return callable(getattr(optimizer, "buckets", None))
 
 
 def _named_rows(keyed: dict) -> dict[str, dict]:
     """FQN -> its own state (bookkeeping dicts left out), from a state_dict with ``param_names``, batched or not."""
     if is_batched(keyed):
-        return {n: row for n, (row, _) in unstacked(keyed).items()}
+        return unstacked(keyed)
     names = {pid: n for g in keyed["param_groups"] for pid, n in zip(g["params"], g["param_names"])}
     return {names[pid]: {k: v for k, v in s.items() if not isinstance(v, dict)} for pid, s in keyed["state"].items()}
 
 
-def relaid(optimizer: torch.optim.Optimizer, keyed: dict) -> dict:
+def relaid(optimizer: torch.optim.Optimizer, keyed: dict, check: Callable[[str, dict], None] | None = None) -> dict:
     """``keyed`` (a state_dict re-keyed to ``optimizer``'s parameter ids by name, ``state_by_name.by_name``)
     laid out as ``optimizer`` keeps state. From a batched save each stack sits under its saved holder's FQN,
-    which need not be a holder here, rows in the saved order: the rows are taken by FQN and, for a batched
-    optimizer, stacked in its own bucket order under its holders (for a per-tensor one, each under its FQN;
-    a per-tensor save into a batched optimizer is stacked the same way). A group's bookkeeping (its
-    clipping statistics) goes under the group's first parameter, where the optimizer looks for it."""
+    which need not be a holder here, rows in the saved order: the rows are taken by FQN (each passed to
+    ``check(fqn, row)`` first) and, for a batched optimizer, stacked in its own bucket order under its
+    holders (for a per-tensor one, each under its FQN; a per-tensor save into a batched optimizer is
+    stacked the same way). A group's bookkeeping (its clipping statistics) goes under the group's first
+    parameter, where the optimizer looks for it."""
     rows = _named_rows(keyed)
+    if check is not None:
+        for name, row in rows.items():
+            check(name, row)
+    bookkeeping = group_bookkeeping(keyed)
     state: dict[int, dict] = {}
     for group, saved_group in zip(optimizer.param_groups, keyed["param_groups"]):
         names, ids = saved_group["param_names"], saved_group["params"]
-        if not stacks(optimizer):
+        if stacks(optimizer):
+            for bucket in optimizer.buckets(group):
+                members = [names[i] for i in bucket]
+                have = [n for n in members if n in rows]
+                if have and len(have) != len(members):
+                    raise KeyError(f"the state_dict holds state for {', '.join(have)} but not for "
+                                   f"{', '.join(n for n in members if n not in rows)}, which share their bucket now")
+                if have:
+                    first = rows[members[0]]
+                    entry = {k: torch.stack([rows[n][k] for n in members]) if isinstance(v, torch.Tensor) else v
+                             for k, v in first.items()}
+                    state[ids[bucket[0]]] = {**entry, BATCH_NAMES: members}
+        else:
             state.update((pid, dict(rows[n])) for n, pid in zip(names, ids) if n in rows)
-        for bucket in buckets(optimizer, group) if stacks(optimizer) else []:
-            members = [names[i] for i in bucket]
-            have = [n for n in members if n in rows]
-            if have and len(have) != len(members):
-                raise KeyError(f"the state_dict holds state for {', '.join(have)} but not for "
-                               f"{', '.join(n for n in members if n not in rows)}, which share their bucket now")
-            if have:
-                first = rows[members[0]]
-                entry = {k: torch.stack([rows[n][k] for n in members]) if isinstance(v, torch.Tensor) else v
-                         for k, v in first.items()}
-                state[ids[bucket[0]]] = {**entry, BATCH_NAMES: members}
-        bookkeeping = {k: v for pid in ids for k, v in group_bookkeeping(keyed).get(pid, {}).items()}
-        if bookkeeping and ids:
-            state.setdefault(ids[0], {}).update(bookkeeping)
+        mine = {k: v for pid in ids for k, v in bookkeeping.get(pid, {}).items()}
+        if mine and ids:
+            state.setdefault(ids[0], {}).update(mine)
     return {"state": state, "param_groups": keyed["param_groups"]}

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from optbench.batched_state import BATCH_NAMES, group_bookkeeping, is_batched, relaid, stacks, unstacked
+from optbench.batched_state import BATCH_NAMES, group_bookkeeping, is_batched, relaid, stacks
 
 Rename = Mapping[str, str] | Callable[[str], str] | None
 
@@ -122,12 +122,8 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
     keyed = {"state": new_state, "param_groups": new_groups}
     if not (is_batched(keyed) or stacks(optimizer) or group_bookkeeping(keyed)):
         return keyed
-    if is_batched(keyed):
-        params = {n: p for g in optimizer.param_groups for n, p in zip(g["param_names"], g["params"])}
-        for name, (row, _) in unstacked(keyed).items():
-            if name in params:
-                _check_shapes(name, row, params[name])
-    return relaid(optimizer, keyed)
+    params = {n: p for g in optimizer.param_groups for n, p in zip(g["param_names"], g["params"])}
+    return relaid(optimizer, keyed, check=lambda name, row: _check_shapes(name, row, params[name]) if name in params else None)
 
 
 def shape_mismatch(state: dict, param) -> str:

@@ -75,7 +75,8 @@ class Watch:
             return
         live = {n: p for n, p in self.watched.items() if p.grad is not None}
         before = {(n, "param"): as_array(p) for n, p in live.items()}
-        before |= {(n, k): a for n, p in live.items() for k, v in per_parameter_state(optimizer).get(p, {}).items()
+        states = per_parameter_state(optimizer)  # once: a batched optimizer builds its views per call
+        before |= {(n, k): a for n, p in live.items() for k, v in states.get(p, {}).items()
                    if (a := as_array(v)) is not None}
         self._before = (before, {n: reference_gradient(p.grad) for n, p in live.items()})
 
@@ -84,7 +85,8 @@ class Watch:
             return
         before, grads = self._before
         after = {(n, "param"): as_array(p) for n, p in self.watched.items() if n in grads}
-        after |= {(n, k): a for n in grads for k, v in per_parameter_state(optimizer).get(self.watched[n], {}).items()
+        states = per_parameter_state(optimizer)
+        after |= {(n, k): a for n in grads for k, v in states.get(self.watched[n], {}).items()
                   if (a := as_array(v)) is not None}
         groups = self._groups()
         for dtype in {self.watched[n].dtype for n in grads}:

@@ -91,7 +91,7 @@ def test_by_name_restacks_rows_to_their_fqns_and_continues_bit_for_bit(values):
 
 def test_without_the_restacking_the_by_name_load_is_wrong(values, monkeypatch):
     """The mutant: by name, but the stacked rows left as saved (only re-keyed): caught."""
-    monkeypatch.setattr("optbench.state_by_name.relaid", lambda optimizer, keyed: keyed)
+    monkeypatch.setattr("optbench.state_by_name.relaid", lambda optimizer, keyed, check=None: keyed)
     params, opt = build(BatchedScaledAdam, NAMES, values)
     steps(params, opt, 0, 5)
     params2, opt2 = build(BatchedScaledAdam, SWAPPED, {n: p.detach() for n, p in params.items()})
