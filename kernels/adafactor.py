@@ -67,7 +67,7 @@ def build():
             suffix, cflags, ldflags = _flags()
             _BUILT["module"] = load(name=f"optbench_adafactor_{suffix}", sources=[str(SOURCE)], extra_cflags=cflags,
                                     extra_ldflags=ldflags, verbose=False)
-        except Exception as exc:  # noqa: BLE001 (a missing compiler, ninja or header: say which, in one line)
+        except Exception as exc:
             lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
             reason = next((ln for ln in lines if "error" in ln.lower() and ln != lines[0]), lines[0])
             _BUILT["error"] = f"optbench's Adafactor kernel could not be built: {reason[:300]}"

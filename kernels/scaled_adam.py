@@ -76,7 +76,7 @@ def _size_update(p: Tensor, s: dict, t: int, group: dict, rows: tuple) -> None:
 class _ScaledAdamBase:
     """Constructor, step loop and clipping shared by both variants; ``_units`` tells them apart."""
 
-    _update = staticmethod(update)  # the math (a subclass may wrap it: tests/mutants/scaledadam.py)
+    _update = staticmethod(update)  # the math (a subclass may wrap it: optbench/mutants/scaledadam.py)
 
     def __init__(self, params, lr=3e-2, clipping_scale=None, betas=(0.9, 0.98), scalar_lr_scale=0.1, eps=1e-8,
                  param_min_rms=1e-5, param_max_rms=3.0, scalar_max=10.0, size_update_period=4,

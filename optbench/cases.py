@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import torch
 from omegaconf import DictConfig
 
-from optbench.kernels import Implementation
-from optbench.suite import DTYPES, PARAM_FILTERS, HparamSet, Suite
+from optbench.implementations import Implementation
+from optbench.suite.spec import DTYPES, PARAM_FILTERS, HparamSet, Suite
 from optbench.workloads import Workload, build
 from optbench.workloads import speed as speed_workloads
 from optbench.workloads.complex import complexify

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from optbench.results import FAILING
+
 MAX_LINES = 20  # failing rows named in one item's message
 
 
@@ -58,9 +59,9 @@ class GateRun:
     """One ``--optbench`` run: its SuiteRun, plan and output folder; started at its first item."""
 
     def __init__(self, spec: str, out: Path | None, taken: list[str]):
-        from optbench.cli import compose_config, precheck
-        from optbench.errors import UsageError
-        from optbench.runner import SuiteRun
+        from optbench.config import compose_config, precheck
+        from optbench.engine.runner import SuiteRun
+        from optbench.usage import UsageError
 
         args = shlex.split(spec)
         config_dirs = []

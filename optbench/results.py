@@ -1,4 +1,4 @@
-"""The tidy results table: one row per case and metric, saved atomically as JSON and CSV.
+"""The tidy results table: one row per case and metric, saved atomically as JSON and CSV, and read back.
 
 The JSON file (``results.json``) is the record: schema version, machine, config and rows. The CSV
 (``results.csv``) holds the same rows for pandas/spreadsheets. Both are rewritten through a temporary
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -19,26 +20,36 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 3  # 3: the ``workload`` column (which speed/scaling workload a timing row was measured on)
-READABLE_SCHEMAS = (2, 3)  # 2 lacks ``workload``; it reads back as ""
+from optbench.usage import UsageError
+
+SCHEMA_VERSION = 4  # 4: ``gate`` and ``finding``; 3: ``workload`` (the speed/scaling workload a timing row timed)
+READABLE_SCHEMAS = (2, 3, 4)  # columns an older schema lacks read back as ""
 COLUMNS = [
     "suite", "optimizer", "impl", "dtype", "hparams", "device", "workload", "check",
-    "fqn", "tensor", "step", "metric", "value", "unit", "status", "detail",
+    "fqn", "tensor", "step", "metric", "value", "unit", "status", "gate", "finding", "detail",
 ]
 # pass/fail: a check's verdict; error: the case raised; xfail/xpass: a declared deviation still
 # deviates / no longer does; unsupported: the implementation does not take this hparam set;
 # skip: cannot run here (device, dtype); info: a measurement without a verdict.
+# The columns that name a case (``Case.labels`` writes them on every row); each table keys cases by these, or
+# by a projection of them it documents.
+CASE_KEY = ("suite", "impl", "dtype", "hparams", "device", "workload")
 STATUSES = ("pass", "fail", "error", "xfail", "xpass", "unsupported", "skip", "info")
 FAILING = {"fail", "error"}
 
 
 def row(labels: dict, *, check: str, metric: str, value: float, status: str = "info", unit: str = "",
-        detail: str = "", fqn: str = "", tensor: str = "", step: int | None = None) -> dict:
-    """One result row: the case's ``labels`` (suite, impl, dtype, ...) plus one metric."""
+        detail: str = "", fqn: str = "", tensor: str = "", step: int | None = None, gate: str = "",
+        finding: str = "") -> dict:
+    """One result row: the case's ``labels`` (suite, impl, dtype, ...) plus one metric.
+
+    ``gate`` names what decided the row's status where a check has more than one (parity: ``trajectory`` or
+    ``one-step``); ``finding`` the declared deviation(s) behind an xfail/xpass (``F07``, comma-separated).
+    Code reads these, never ``detail``, which is for people."""
     assert status in STATUSES, status
     out = {c: "" for c in COLUMNS} | labels
-    out.update(check=check, metric=metric, value=float(value), status=status, unit=unit, detail=detail,
-               fqn=fqn, tensor=tensor, step=step)
+    out.update(check=check, metric=metric, value=float(value), status=status, unit=unit, detail=detail, gate=gate,
+               finding=finding, fqn=fqn, tensor=tensor, step=step)
     return out
 
 
@@ -108,3 +119,60 @@ class Results:
         path = self.save()
         self.journal.unlink(missing_ok=True)
         return path
+
+def load_results(path) -> tuple[dict, pd.DataFrame]:
+    """Read a results file; return (metadata without ``rows``, DataFrame of the rows)."""
+    def bad(reason: str) -> ValueError:
+        return ValueError(f"{path}: not an optbench results file ({reason})")
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise bad(f"not JSON: {e}".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise bad(f"top level is a JSON {type(data).__name__}, not an object")
+    if "schema_version" not in data:
+        raise bad("no schema_version")
+    if data["schema_version"] not in READABLE_SCHEMAS:
+        raise bad(f"schema_version {data['schema_version']!r}; "
+                  f"this optbench reads {', '.join(map(str, READABLE_SCHEMAS))}")
+    rows = data.get("rows")
+    if not isinstance(rows, list):
+        raise bad("no 'rows' list")
+    meta = {k: v for k, v in data.items() if k != "rows"}
+    frame = normalize(pd.DataFrame(rows, columns=COLUMNS))
+    if data["schema_version"] < 4:  # the finding was written only into the detail then: lift it into its column
+        declared = frame["status"].isin(["xfail", "xpass"])
+        frame.loc[declared, "finding"] = frame.loc[declared, "detail"].map(
+            lambda d: ",".join(dict.fromkeys(re.findall(r"\bF\d{2,3}\b", d))))
+    return meta, frame
+
+
+def as_float(x) -> float:
+    try:
+        return float(x)  # also takes "inf", "-inf", "nan"
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def normalize(rows: pd.DataFrame) -> pd.DataFrame:
+    """Floats in ``value``, hashable text in ``hparams``, "" for missing text fields."""
+    rows = rows.reindex(columns=COLUMNS).copy()
+    rows["value"] = rows["value"].map(as_float).astype(float)
+    rows["hparams"] = rows["hparams"].map(
+        lambda h: h if isinstance(h, str) else "" if h is None else json.dumps(h, sort_keys=True))
+    text = ["suite", "optimizer", "impl", "dtype", "workload", "fqn", "tensor", "detail", "status", "gate", "finding",
+            "check", "metric", "unit"]
+    rows[text] = rows[text].astype(object).fillna("").astype(str)
+    return rows
+
+
+def load_run(arg: Path) -> tuple[dict, pd.DataFrame]:
+    """(meta, rows) of a results.json or of the run directory holding one; a bad path is a UsageError."""
+    path = arg / "results.json" if arg.is_dir() else arg
+    if not path.is_file():
+        raise UsageError(f"no results file at {path}")
+    try:
+        return load_results(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

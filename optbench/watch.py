@@ -3,7 +3,7 @@
 Step hooks (``Optimizer.register_step_pre_hook`` / ``register_step_post_hook``) bracket every real
 step: before it, the watched parameters, their state and their actual gradients are copied to float64;
 after it, the float64 reference takes the same step from the optimizer's own pre-step state and the
-two are compared as the one-step gate compares them (``optbench.one_step``: the update in eps of its
+two are compared as the one-step gate compares them (``optbench.numerics.one_step``: the update in eps of its
 own magnitude, each state tensor in eps of the dtype, the reference's rounding envelope allowed).
 Restarting from the optimizer's state each step keeps the tolerance tight however long training runs.
 
@@ -21,11 +21,11 @@ from types import ModuleType
 
 import torch
 
-from optbench.batched_state import per_parameter_state
-from optbench.hyperparameters import reference_value
-from optbench.one_step import OneStep
+from optbench.numerics.one_step import OneStep
+from optbench.numerics.trajectory import as_array
 from optbench.reference import load_reference
-from optbench.trajectory import as_array
+from optbench.state.batched import per_parameter_state
+from optbench.suite.hyperparameters import reference_value
 from optbench.workloads import reference_gradient
 
 SKIP_KEYS = ("params", "param_names")
@@ -125,12 +125,14 @@ def _names(optimizer: torch.optim.Optimizer, names) -> dict[str, torch.Tensor]:
 
 
 def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None = None, *, names=None,
-          max_tensors: int = 16, max_numel: int = 1 << 18, every: int = 1, strict: bool = False, seed: int = 0) -> Watch:
+          max_tensors: int = 16, max_numel: int = 1 << 18, every: int = 1, strict: bool = False,
+          seed: int = 0) -> Watch:
     """Check every ``every``-th real step of ``optimizer`` against its float64 reference (by default the one
     named after its class: ``adamw`` for AdamW, ``sparse_adam`` for SparseAdam); see the module docstring."""
     if reference is None:
         torch_class = next((c for c in type(optimizer).__mro__  # a subclass is checked as its torch optimizer
-                            if c is getattr(torch.optim, c.__name__, None) and c is not torch.optim.Optimizer), type(optimizer))
+                            if c is getattr(torch.optim, c.__name__, None) and c is not torch.optim.Optimizer),
+                           type(optimizer))
         reference = torch_class.__name__.lower().replace("sparseadam", "sparse_adam")
     module = load_reference(reference) if isinstance(reference, str) else reference
     if getattr(module, "KIND", "gradient") != "gradient":

@@ -53,7 +53,8 @@ NOT_REFERENCES = {"sparse", "complex"}  # helpers: sparse COO gradients, complex
 
 def builtin_names() -> list[str]:
     """The references shipped with optbench (module names in this package)."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in NOT_REFERENCES and not m.name.startswith("_"))
+    return sorted(m.name for m in pkgutil.iter_modules(__path__)
+                  if m.name not in NOT_REFERENCES and not m.name.startswith("_"))
 
 
 def load_reference(name: str) -> ModuleType:

@@ -56,7 +56,8 @@ class ComplexReference:
 
     def __init__(self, reference):
         name = getattr(reference, "__name__", str(reference)).rpartition(".")[2]
-        why = NO_COMPLEX_FORM.get(name) or ("it says COMPLEX = False" if getattr(reference, "COMPLEX", True) is False else "")
+        why = NO_COMPLEX_FORM.get(name) or ("it says COMPLEX = False" if getattr(reference, "COMPLEX", True) is False
+                                            else "")
         if why:
             raise ValueError(f"reference {name!r} has no complex form: {why}")
         self.reference = reference

@@ -1,7 +1,8 @@
 """NAdam (Dozat, 2016) as torch.optim.NAdam documents it, incl. weight_decay (L2 or decoupled) and maximize.
 
 mu_t = beta1 * (1 - 0.5 * 0.96**(t * momentum_decay)); the update is
-lr * [(1 - mu_t) g / (1 - prod_{i<=t} mu_i) + mu_{t+1} m_t / (1 - prod_{i<=t+1} mu_i)] / (sqrt(v_t / (1 - beta2**t)) + eps),
+lr * [(1 - mu_t) g / (1 - prod_{i<=t} mu_i) + mu_{t+1} m_t / (1 - prod_{i<=t+1} mu_i)]
+   / (sqrt(v_t / (1 - beta2**t)) + eps),
 applied as torch's for-loop does: two separate steps, the gradient term first. ``mu_product`` (prod_{i<=t} mu_i)
 is kept in float64 here; torch keeps it as a float32 scalar tensor unless the default dtype is float64.
 """

@@ -22,7 +22,7 @@ this does not make the decay per step independent of lr as documented (docs/find
 documented per-step decay instead (``p *= 1 - weight_decay``, which AdamW's decoupled form of the
 same coefficient gives), to show the difference.
 
-``hp["param_meta"]`` carries a parameter's metadata (optbench.trajectory); a parameter without it (or
+``hp["param_meta"]`` carries a parameter's metadata (optbench.numerics.trajectory); a parameter without it (or
 with a ``mup_type`` u-muP does not define) is not u-muP's: it is stepped with the unscaled lr when
 ``allow_non_unit_scaling_params`` is True, and is an error otherwise (the optimizer must reject it).
 unit_scaling's constructor hides betas, eps, amsgrad and maximize in ``**kwargs``, so hp may lack
@@ -64,7 +64,8 @@ def lr_scale(meta: dict | None, shape: tuple[int, ...], allow_plain: bool) -> fl
 def _adam_hp(param: np.ndarray, hp: dict) -> tuple[dict, bool]:
     """The Adam hyperparameters of this parameter, and whether the decay is applied apart (documented form)."""
     full = {**ADAM_DEFAULTS, **hp}
-    lr = full["lr"] * lr_scale(full.get("param_meta"), param.shape, bool(full.get("allow_non_unit_scaling_params", False)))
+    lr = full["lr"] * lr_scale(full.get("param_meta"), param.shape,
+                               bool(full.get("allow_non_unit_scaling_params", False)))
     weight_decay = full.get("weight_decay", 0.0)
     apart = False
     if full.get("independent_weight_decay", True) and weight_decay != 0:

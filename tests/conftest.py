@@ -18,4 +18,5 @@ def pytest_collection_modifyitems(config, items):
 
 # Timing at a size that is cheap to step, for the tests that run the speed and memory checks only in passing
 # (the checks themselves are tested at their defaults' scale in tests/test_performance.py and tests/benchmarks).
-QUICK_TIMING = ["speed.params=2e4", "speed.min_rounds=3", "speed.probe_run_time=0.005", "speed.edge_cases=[noncontiguous]"]
+QUICK_TIMING = ["speed.params=2e4", "speed.min_rounds=3", "speed.probe_run_time=0.005",
+                "speed.edge_cases=[noncontiguous]"]

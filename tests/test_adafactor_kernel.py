@@ -2,7 +2,7 @@
 
 Parity: free-running 10-step trajectories on the same gradients, params and state compared by name after
 every step, in eps of the dtype relative to the largest magnitude the reference tensor has had
-(optbench.accuracy.err_eps); ours must be within the tolerance and no worse than torch's own Adafactor.
+(optbench.numerics.accuracy.err_eps); ours must be within the tolerance and no worse than torch's own Adafactor.
 The reference runs in long double, so that its own float64 rounding is not counted against either.
 """
 
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from optbench.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.kernels import adafactor as kernel
 from optbench.kernels.adafactor import Adafactor
+from optbench.numerics.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.reference import adafactor as reference
 
 STEPS = 10
@@ -260,7 +260,7 @@ def raised(make, step=False):
         opt = make()
         if step:
             opt.step()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return type(exc), str(exc)
     return None
 

@@ -1,4 +1,4 @@
-"""Batched state by name (issue 9, scope 2): an optimizer that stacks same-shape parameters keeps one state per
+"""Batched state by name: an optimizer that stacks same-shape parameters keeps one state per
 bucket under one parameter; reordering same-shape parameters permutes the stacked rows. torch's positional load
 gets it wrong (detected, by FQN); ``load_state_dict_by_name`` restores every row to its FQN."""
 
@@ -9,11 +9,11 @@ import io
 import pytest
 import torch
 
-import optbench.batched_state as batched_state
+import optbench.state.batched as batched_state
 from optbench import load_state_dict_by_name
-from optbench.batched_state import per_parameter_state
 from optbench.kernels import BatchedScaledAdam, ScaledAdam
-from optbench.positional_load import _per_name, _whose
+from optbench.state.batched import per_parameter_state
+from optbench.state.positional import _per_name, _whose
 
 NAMES = ["l0.q", "l0.k", "l0.v", "l1.q", "l1.k", "l1.v", "l0.bias", "l1.bias", "scale"]
 SHAPES = [(6, 4)] * 6 + [(4,), (4,), ()]
@@ -91,7 +91,7 @@ def test_by_name_restacks_rows_to_their_fqns_and_continues_bit_for_bit(values):
 
 def test_without_the_restacking_the_by_name_load_is_wrong(values, monkeypatch):
     """The mutant: by name, but the stacked rows left as saved (only re-keyed): caught."""
-    monkeypatch.setattr("optbench.state_by_name.relaid", lambda optimizer, keyed, check=None: keyed)
+    monkeypatch.setattr("optbench.state.by_name.relaid", lambda optimizer, keyed, check=None: keyed)
     params, opt = build(BatchedScaledAdam, NAMES, values)
     steps(params, opt, 0, 5)
     params2, opt2 = build(BatchedScaledAdam, SWAPPED, {n: p.detach() for n, p in params.items()})

@@ -8,10 +8,10 @@ import torch
 
 from optbench.checks import REGISTRY
 from optbench.checks.deviations import split, verdict
-from optbench.checks.errors import BASE, attempt
+from optbench.checks.error_inputs import BASE, attempt
 from optbench.cli import main
 from optbench.report import load_results, render_report
-from optbench.suite import Deviation, ErrorInput
+from optbench.suite.spec import Deviation, ErrorInput
 
 
 def errors_frame(values, fqn="w", tensor="param"):

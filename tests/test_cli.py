@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from optbench.cli import main
-from tests.mutants import CONTROLS, EXISTS_AT, MUTANTS, STEPS
+from optbench.engine.mutants import detecting
+from optbench.mutants import CAUGHT_BY, CONTROLS, EXISTS_AT, MUTANTS, STEPS
 from tests.conftest import QUICK_TIMING
 
 REPO = Path(__file__).parents[1]
@@ -25,7 +26,8 @@ def rows(tmp_path):
 
 
 def failing(tmp_path):
-    return [(r["impl"], r["hparams"], r["dtype"], r["detail"]) for r in rows(tmp_path) if r["status"] in ("fail", "error")]
+    return [(r["impl"], r["hparams"], r["dtype"], r["detail"]) for r in rows(tmp_path)
+            if r["status"] in ("fail", "error")]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -62,7 +64,7 @@ def test_user_mistakes_are_one_line_exit_2(args, message, capsys, monkeypatch, t
 
 @pytest.mark.parametrize("control", sorted(CONTROLS))
 def test_correct_candidates_pass(control, tmp_path):
-    code = run(tmp_path, f"suite={CONTROLS[control]}", f"candidate=tests.mutants.{control}", "impl=[candidate]",
+    code = run(tmp_path, f"suite={CONTROLS[control]}", f"candidate=optbench.mutants.{control}", "impl=[candidate]",
                "dtype=[float64,float32]", "checks=[parity,roundtrip]", "steps=20")
     assert code == 0, failing(tmp_path)
     verdicts = [r for r in rows(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
@@ -74,20 +76,22 @@ def test_correct_candidates_pass(control, tmp_path):
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_mutants_are_caught_through_candidate(mutant, tmp_path):
     """Every deliberately wrong optimizer fails its suite at float32 (or the one dtype its bug exists at) and
-    exits 1. (Detection at every dtype, bfloat16 and float16 included, is ``optbench mutants``.)"""
-    suite = MUTANTS[mutant]
+    exits 1, caught by the one check that must catch it (parity unless the catalogue says otherwise), run alone.
+    (Detection at every dtype, bfloat16 and float16 included, is ``optbench mutants``.)"""
+    suite, check = MUTANTS[mutant], CAUGHT_BY.get(mutant, "parity")
     dtype = "float32" if "float32" in EXISTS_AT.get(mutant, ("float32",)) else EXISTS_AT[mutant][0]
-    code = run(tmp_path, f"suite={suite}", f"candidate=tests.mutants.{mutant}", "impl=[candidate]",
-               f"dtype={dtype}", "checks=[parity,roundtrip]", f"steps={STEPS.get(suite, 25)}")
+    code = run(tmp_path, f"suite={suite}", f"candidate=optbench.mutants.{mutant}", "impl=[candidate]",
+               f"dtype={dtype}", f"checks=[{check}]", f"steps={STEPS.get(suite, 25)}")
     assert code == 1, f"{mutant} slipped through"
-    assert any(r["impl"].startswith("candidate:") for r in rows(tmp_path) if r["status"] in ("fail", "error"))
+    caught = detecting(rows(tmp_path))
+    assert any(c == check or c.startswith(check + "/") for c in caught), f"{mutant}: caught by {caught}, not {check}"
 
 
 def test_at_least_two_mutants_per_optimizer():
     per_suite = {}
     for suite in MUTANTS.values():
         per_suite[suite] = per_suite.get(suite, 0) + 1
-    from optbench.catalog import optimizer_suite_names
+    from optbench.suite.catalog import optimizer_suite_names
 
     assert {s: per_suite.get(s, 0) for s in optimizer_suite_names() if per_suite.get(s, 0) < 2} == {}
 
@@ -172,15 +176,18 @@ def test_installed_console_script_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads((out / "results.json").read_text())
-    assert record["schema_version"] == 3 and record["machine"]["torch"]
+    assert record["schema_version"] == 4 and record["machine"]["torch"]
+    assert {"gate", "finding"} <= set(record["rows"][0])
     metrics = {r["metric"] for r in record["rows"]}
     assert {"parity.max_err_eps", "parity.xmax_err_eps_vs_forloop", "roundtrip.reversed", "errors.rejected",
-            "roundtrip.positional.same_shapes_reordered", "time.step_ms", "speed.gb_per_s", "mem.state_bytes"} <= metrics
+            "roundtrip.positional.same_shapes_reordered", "time.step_ms", "speed.gb_per_s",
+            "mem.state_bytes"} <= metrics
     for name in ("results.csv", "report.md", "step_time.png", "parity_matrix.png"):
         assert (out / name).is_file(), name
     assert not (out / "results.partial.jsonl").exists()
     assert "verdict: PASS" in proc.stdout
-    rerendered = subprocess.run([exe, "report", str(out), "--out", str(tmp_path / "again")], capture_output=True, text=True)
+    rerendered = subprocess.run([exe, "report", str(out), "--out", str(tmp_path / "again")],
+                                capture_output=True, text=True)
     assert rerendered.returncode == 0 and (tmp_path / "again" / "report.md").is_file()
     listing = subprocess.run([exe, "list"], capture_output=True, text=True)
     assert listing.returncode == 0 and "lbfgs" in listing.stdout and "fused" in listing.stdout

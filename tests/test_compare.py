@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optbench import compare
 from optbench.cli import main
+from optbench.perf import compare
 from optbench.report import load_results
+from optbench.report.compare import render
 from optbench.results import Results, row
 
 REPO = Path(__file__).parents[1]
@@ -93,7 +94,7 @@ def test_interval_covers_true_ratio_and_is_deterministic(tmp_path):
     first, second = compare.compare(base, new), compare.compare(base, new)
     case = first.timings.iloc[0]
     assert 1 < case["ci_low"] < 1.3 < case["ci_high"] < 1.4
-    assert compare.render(first) == compare.render(second)
+    assert render(first) == render(second)
     wider = compare.compare(base, new, compare.Rule(confidence=0.999)).timings.iloc[0]
     assert wider["ci_low"] < case["ci_low"] and wider["ci_high"] > case["ci_high"]
 

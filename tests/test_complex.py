@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from optbench.cli import main
-from optbench.hyperparameters import constructor_defaults
-from optbench.kernels import Implementation
+from optbench.implementations import Implementation
+from optbench.numerics.trajectory import run_trajectory
 from optbench.reference import load_reference
 from optbench.reference.complex import as_complex, joined, pairs
-from optbench.suite import HparamSet
-from optbench.trajectory import run_trajectory
+from optbench.suite.hyperparameters import constructor_defaults
+from optbench.suite.spec import HparamSet
 from optbench.workloads import build
 from optbench.workloads.complex import complexify
 from optbench.workloads.model import SparseGrad
@@ -55,10 +55,12 @@ def test_adapter_is_the_view_as_real_rule():
     assert np.array_equal(pairs(new), real_new) and np.iscomplexobj(state["exp_avg_sq"])
     per_part = (1 - 0.999) * (g.real**2 + 1j * g.imag**2)  # not g * g, not |g|**2
     assert np.allclose(state["exp_avg_sq"], per_part, rtol=1e-12, atol=0)
-    assert not np.allclose(state["exp_avg_sq"], (1 - 0.999) * g * g) and not np.allclose(per_part, (1 - 0.999) * abs(g)**2)
+    assert (not np.allclose(state["exp_avg_sq"], (1 - 0.999) * g * g)
+            and not np.allclose(per_part, (1 - 0.999) * abs(g)**2))
     assert state["step"] == 1.0  # scalars stay real
     assert np.all(as_complex(load_reference("rprop")).init(z, {"lr": 0.01})["step_size"] == 0.01 + 0.01j)  # as torch
-    assert np.all(as_complex(load_reference("adagrad")).init(z, {"initial_accumulator_value": 0.5})["sum"] == 0.5 + 0.5j)
+    assert np.all(as_complex(load_reference("adagrad")).init(z, {"initial_accumulator_value": 0.5})["sum"]
+                  == 0.5 + 0.5j)
     zero_dim = np.asarray(1.0 - 2.0j)
     assert pairs(zero_dim).shape == (2,) and joined(pairs(zero_dim)).shape == () and joined(pairs(zero_dim)) == zero_dim
     with pytest.raises(ValueError, match="no complex form"):
@@ -113,11 +115,13 @@ def test_sparse_adagrad_complex_departs_from_the_rule_f26():
 
 def test_rejected_optimizers_and_variants_are_unsupported_rows_with_torchs_message(tmp_path):
     assert run(tmp_path / "a", "suite=adafactor", "dtype=complex64", "checks=[parity]", "steps=2") == 0
-    got = {(r["impl"], r["status"]) for r in rows(tmp_path / "a") if r["check"] == "parity" and r["metric"].startswith("case.")}
+    got = {(r["impl"], r["status"]) for r in rows(tmp_path / "a")
+           if r["check"] == "parity" and r["metric"].startswith("case.")}
     assert {("for-loop", "unsupported"), ("foreach", "unsupported")} <= got
     detail = {r["detail"] for r in rows(tmp_path / "a") if r["status"] == "unsupported"}
     assert any("Adafactor does not support complex parameters" in d for d in detail)
-    assert run(tmp_path / "b", "suite=sparseadam", "dtype=complex128", "impl=[for-loop]", "checks=[parity]", "steps=2") == 0
+    assert run(tmp_path / "b", "suite=sparseadam", "dtype=complex128", "impl=[for-loop]", "checks=[parity]",
+               "steps=2") == 0
     assert any("SparseAdam does not support complex parameters" in r["detail"]
                for r in rows(tmp_path / "b") if r["status"] == "unsupported")
     assert run(tmp_path / "c", "suite=sgd", "dtype=complex64", "impl=[for-loop,fused]", "options={momentum: 0.9}",
@@ -154,14 +158,14 @@ def test_a_complex_dtype_typo_is_one_line(capsys, tmp_path, monkeypatch):
 
 def test_complex_dtypes_inherit_the_deviations_of_their_parts_dtype():
     """complex128 is stepped as float64 parts: a float64 declaration holds for it, without ever claiming an xpass."""
-    from optbench.suite import Deviation, Suite
+    from optbench.suite.spec import Deviation, Suite
 
     f06 = Deviation(finding="F06", reason="float32 eta", dtype="float64")
     f26 = Deviation(finding="F26", reason="sparse", dtype="complex*", hparams="sparse")
     assert f06.matches_dtype("complex128") and not f06.matches_dtype("complex64") and not f06.matches_dtype("float32")
     assert f26.matches_dtype("complex64") and not f26.matches_dtype("float64")
-    suite = Suite(name="s", optimizer=None, reference_name="sgd", dtypes=("float64",), hparams=(HparamSet("sparse", {}),),
-                  roundtrip_hparams="sparse", deviations=(f06, f26))
+    suite = Suite(name="s", optimizer=None, reference_name="sgd", dtypes=("float64",),
+                  hparams=(HparamSet("sparse", {}),), roundtrip_hparams="sparse", deviations=(f06, f26))
     assert [d.intermittent for d in suite.deviations_for("for-loop", "float64", "sparse")] == [False]
     assert [(d.finding, d.intermittent) for d in suite.deviations_for("for-loop", "complex128", "sparse")] == [
         ("F06", True), ("F26", False)]

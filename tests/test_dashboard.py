@@ -1,15 +1,16 @@
-"""The dashboard: its content from synthetic histories, the command's usage errors, and the page rendered in
-headless Chromium with no console error, exception or outside request (skipped only without a Chromium)."""
+"""The dashboard: its content from synthetic histories, the command's usage errors, the page as an HTML parser
+reads it (no script, no outside resource, not blank), and its PNG from headless Chromium (skipped without one)."""
 
 import re
 
 import pytest
+from bs4 import BeautifulSoup
 
 from optbench.cli import main
-from optbench.history import read_history, record
+from optbench.engine.history import read_history, record
 from optbench.report.dashboard import SECTIONS, build_html, write_dashboard
-from optbench.report.dashboard_browser import find_chromium, render_all
 from optbench.report.dashboard_data import needed
+from optbench.report.screenshot import find_chromium
 from optbench.results import Results, row
 
 MACHINE = {"cpu": "AMD EPYC 7R13 Processor", "cpu_threads": 2, "gpu": None, "torch": "2.13.0+cpu", "git_sha": None}
@@ -24,7 +25,7 @@ def speed_rows(impl, ms, iqr, extra=True):
             row(labels, check="speed", metric="time.step_ms_iqr", value=iqr, unit="ms"),
             row(labels, check="speed", metric="time.step_ms_cv", value=0.05)]
     rows += [row(labels, check="speed", metric="time.round_ms", value=ms + d, unit="ms", step=i)
-             for i, d in enumerate((-iqr / 2, 0.0, iqr / 2))]
+             for i, d in enumerate((k - 3) * iqr / 6 for k in range(7))]  # compare's rule needs 5 rounds
     if extra:  # the newer run's roofline, overhead, scaling and memory rows
         rows += [row(labels, check="speed", metric="speed.gb_per_s", value=12.5, unit="GB/s"),
                  row(labels, check="speed", metric="roofline.pct", value=61.0, unit="%"),
@@ -48,8 +49,9 @@ def parity_rows(impl, status, err):
 
 def deviation_rows():
     labels = BASE | {"suite": "sgd", "optimizer": "SGD", "impl": "fused", "dtype": "bfloat16", "workload": ""}
-    return [row(labels, check="parity", metric="parity.max_err_eps", value=40.0, status="xfail", unit="eps"),
-            row(labels, check="deviation", metric="deviation.max_err_eps", value=40.0, status="xfail",
+    return [row(labels, check="parity", metric="parity.max_err_eps", value=40.0, status="xfail", unit="eps",
+                finding="F01"),
+            row(labels, check="deviation", metric="deviation.max_err_eps", value=40.0, status="xfail", finding="F01",
                 detail="F01: fused SGD rounds twice. Observed: still deviates")]
 
 
@@ -98,7 +100,8 @@ def test_dashboard_shows_both_commits_the_parity_failure_and_the_findings(page, 
     assert "61 %" in roofline and "3.5x" in roofline and "Scaling" in roofline and roofline.count("<svg") == 1
     assert "1.25" in section(text, "memory")
     findings = section(text, "findings")
-    assert "F01" in findings and "fused CPU SGD is wrong at bfloat16 and float16" in findings  # title from docs/findings.md
+    # title from docs/findings.md
+    assert "F01" in findings and "fused CPU SGD is wrong at bfloat16 and float16" in findings
 
 
 def test_dashboard_is_self_contained_and_deterministic(page, history, tmp_path):
@@ -131,38 +134,65 @@ def test_dashboard_command_and_its_usage_errors(history, tmp_path, monkeypatch, 
     assert "no optbench runs under" in lines[0] and "reports/history" in lines[2]
 
 
-def problems(text, errors):
-    """Why a rendered dashboard is not fine: console errors, exceptions, a blank page, a missing section."""
-    found = list(errors)
-    if len(text.strip()) < 200:
-        found.append(f"blank page ({len(text.strip())} characters of text)")
-    lines = {line.strip() for line in text.splitlines()}
-    found += [f"no section {title!r}" for title in SECTIONS.values() if title not in lines]
+OUTSIDE_CSS = r"@import|url\((?!\s*['\"]?(?:data:|#))"  # a url() that is not a data: URL or an #anchor
+RESOURCE_TAGS = ("img", "link", "script", "iframe", "source", "embed", "object", "video", "audio", "use", "image")
+
+
+def problems(html):
+    """Why a dashboard page is not fine, as an HTML parser reads it: a script, a reference to anything outside
+    the page (every src/href of a resource tag must be a data: URL or a #anchor), a blank page, a missing section."""
+    soup = BeautifulSoup(html, "html.parser")
+    found = [f"<script> at line {tag.sourceline}" for tag in soup.find_all("script")]
+    for tag in soup.find_all(RESOURCE_TAGS):
+        for attr in ("src", "href", "xlink:href", "data", "poster", "srcset"):
+            ref = (tag.get(attr) or "").strip()
+            if ref and not ref.startswith(("data:", "#")):
+                found.append(f"<{tag.name} {attr}={ref!r}>: the page must be self-contained")
+    css = " ".join(style.text for style in soup.find_all("style"))
+    found += [f"CSS {m!r}: the page must be self-contained" for m in re.findall(OUTSIDE_CSS, css)]
+    text = soup.body.get_text("\n", strip=True) if soup.body else ""
+    if len(text) < 200:
+        found.append(f"blank page ({len(text)} characters of text)")
+    headings = {h.get_text(strip=True) for h in soup.find_all("h2")}
+    found += [f"no section {title!r}" for title in SECTIONS.values() if title not in headings]
     return found
 
 
-@pytest.mark.skipif(find_chromium() is None, reason="no chromium binary (CI installs Debian's chromium)")
-def test_dashboard_renders_in_headless_chromium_and_a_broken_page_fails(page, tmp_path):
+def test_dashboard_parses_clean_and_a_broken_page_fails(page):
     html = page.read_text()
-    js_error = tmp_path / "js_error.html"
-    js_error.write_text(html.replace("</body>", "<script>document.querySelector('#nope').remove()</script></body>"))
-    console = tmp_path / "console.html"
-    console.write_text(html.replace("</body>", "<script>console.error('chart failed')</script></body>"))
-    outside = tmp_path / "outside.html"
-    outside.write_text(html.replace("</body>", '<img src="plot.png" alt=""></body>'))
-    blank = tmp_path / "blank.html"
-    blank.write_text("<!doctype html><html><head><title>optbench dashboard</title></head><body></body></html>")
-    rendered = render_all([page, js_error, console, outside, blank])
-    assert problems(*rendered[0]) == []
-    text = rendered[0][0]
-    assert "bbbbbbb 05-15 12:00" in text and "FAIL 1/1" in text
-    for (text, errors), needle in zip(rendered[1:], ["TypeError", "console.error: chart failed", "plot.png", "blank page"]):
-        assert any(needle in p for p in problems(text, errors)), (needle, problems(text, errors))
+    assert problems(html) == []
+    soup = BeautifulSoup(html, "html.parser")
+    text = soup.body.get_text(" ", strip=True)
+    assert "bbbbbbb 05-15 12:00" in text and "aaaaaaa 05-14 12:00" in text and "FAIL 1/1" in text and "F01" in text
+    broken = {
+        "<script>": html.replace("</body>", "<script>document.title = 'x'</script></body>"),
+        "'http://example.com/x.png'": html.replace("</body>", '<img src="http://example.com/x.png" alt=""></body>'),
+        "'plot.png'": html.replace("</body>", '<img src="plot.png" alt=""></body>'),
+        "'style.css'": html.replace("</head>", '<link rel="stylesheet" href="style.css"></head>'),
+        "@import": html.replace("<style>", "<style>@import 'https://example.com/a.css';"),
+        "blank page": "<!doctype html><html><head><title>optbench dashboard</title></head><body></body></html>",
+        "no section 'Parity matrix (latest)'": html.replace("Parity matrix (latest)", "Parity"),
+    }
+    for needle, bad in broken.items():
+        assert any(needle in p for p in problems(bad)), (needle, problems(bad))
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="no chromium binary (CI installs Debian's chromium)")
-def test_dashboard_screenshot(history, tmp_path):
+def test_dashboard_screenshot(history, tmp_path, capsys):
+    from matplotlib.image import imread
+
     png = tmp_path / "dashboard.png"
     assert main(["report", "--dashboard", str(history), "--out", str(tmp_path), "--screenshot", str(png)]) == 0
+    assert f"screenshot: {png}" in capsys.readouterr().out
     data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1280 and len(data) > 20000
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1280
+    pixels = imread(png)[..., :3]
+    assert pixels.shape[1] == 1280 and 900 < pixels.shape[0] < 12000  # trimmed to the page, not the window
+    assert (pixels != pixels[0, 0]).any(axis=-1).mean() > 0.01  # not one colour: text and charts drawn
+
+
+def test_dashboard_screenshot_without_chromium_is_a_usage_error(history, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPTBENCH_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    assert main(["report", "--dashboard", str(history), "--out", str(tmp_path), "--screenshot", "x.png"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "optbench: error: --screenshot needs Chromium (apt-get install chromium, or set OPTBENCH_CHROMIUM)")

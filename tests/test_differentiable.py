@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from optbench.checks.differentiable import H, KINK, TOLERANCE, compare
+from optbench.checks.differentiable import KINK, TOLERANCE, H, compare
 from optbench.cli import main
 
 FAST = ["dtype=float64", "checks=[differentiable]", "differentiable.hparams=first", "differentiable.max_params=3"]
@@ -24,7 +24,8 @@ def rows(tmp_path):
 def verdicts(tmp_path) -> dict:
     """(input, k) -> the verdict row of that derivative (one implementation per run here)."""
     return {(r["tensor"], r["step"]): r for r in rows(tmp_path)
-            if r["check"] == "differentiable" and r["metric"] == "differentiable.max_rel_err" and r["tensor"] and not r["fqn"]}
+            if r["check"] == "differentiable" and r["metric"] == "differentiable.max_rel_err"
+            and r["tensor"] and not r["fqn"]}
 
 
 @pytest.mark.parametrize("suite", ["sgd", "rmsprop", "radam"])

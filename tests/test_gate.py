@@ -12,11 +12,12 @@ from optbench.gate import CaseFailed, GateRun, judge, pytest_configure
 
 REPO = Path(__file__).parents[1]
 TINY = "dtype=float32 checks=[parity] steps=3 history_dir=null"
-MUTANT, CORRECT = "tests.mutants.sgd.DecayIgnoredUnderMaximizeSGD", "tests.mutants.sgd.CorrectSGD"
+MUTANT, CORRECT = "optbench.mutants.sgd.DecayIgnoredUnderMaximizeSGD", "optbench.mutants.sgd.CorrectSGD"
 
 
 def pytest_gate(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "optbench.gate", "-p", "no:cacheprovider", "-q", *args],
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "optbench.gate", "-p", "no:cacheprovider",
+                           "-q", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
@@ -26,8 +27,10 @@ def junit(path: Path) -> tuple[dict, dict]:
     cases = {}
     for case in suite.iter("testcase"):
         child = next(iter(case), None)
-        outcome = "passed" if child is None or child.tag in ("system-out", "system-err") else child.get("type") or child.tag
-        cases[f"{case.get('classname')}::{case.get('name')}"] = (outcome, "" if child is None else child.get("message", ""))
+        outcome = ("passed" if child is None or child.tag in ("system-out", "system-err")
+                   else child.get("type") or child.tag)
+        cases[f"{case.get('classname')}::{case.get('name')}"] = (outcome,
+                                                                 "" if child is None else child.get("message", ""))
     return {k: int(suite.get(k)) for k in ("tests", "failures", "errors", "skipped")}, cases
 
 
@@ -77,7 +80,8 @@ def test_optbench_out_keeps_each_runs_results_and_report(gate_run):
 def test_bad_override_is_a_one_line_pytest_usage_error():
     proc = pytest_gate("--optbench", "suite=sgd stepz=3")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 4 and lines == ["ERROR: --optbench 'suite=sgd stepz=3': Could not override 'stepz'."], proc.stderr
+    assert proc.returncode == 4 and lines == ["ERROR: --optbench 'suite=sgd stepz=3': "
+                                              "Could not override 'stepz'."], proc.stderr
 
 
 @pytest.mark.parametrize("spec, message", [("suite=sgdd", "did you mean 'sgd'?"),

@@ -4,8 +4,16 @@ history problem never costs the run, and reading histories back with filters."""
 import re
 
 from optbench.cli import main
-from optbench.history import (EXTRA, list_runs, load_history, machine_slug, read_history, record, record_quietly,
-                              run_name)
+from optbench.engine.history import (
+    EXTRA,
+    list_runs,
+    load_history,
+    machine_slug,
+    read_history,
+    record,
+    record_quietly,
+    run_name,
+)
 from optbench.results import COLUMNS, Results, row
 
 MACHINE = {"cpu": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", "cpu_threads": 2, "gpu": None,
@@ -56,8 +64,8 @@ def test_record_quietly_warns_in_one_line_and_never_raises(tmp_path):
 def test_read_history_orders_filters_and_counts_a_run_once(tmp_path):
     history = tmp_path / "history"
     old = saved_run(tmp_path / "old", "2025-05-14T12:00:00+00:00", ms=2.0)
-    new = saved_run(tmp_path / "new", "2025-05-15T08:00:00+00:00", MACHINE | {"git_sha": "fedcba98" * 5, "cpu_threads": 8,
-                                                                            "torch": "2.14.0"})
+    new = saved_run(tmp_path / "new", "2025-05-15T08:00:00+00:00",
+                    MACHINE | {"git_sha": "fedcba98" * 5, "cpu_threads": 8, "torch": "2.14.0"})
     record(new, history)
     record(old, history)
     (history / "notes.json").write_text("{}")  # not a results file: skipped with a warning
@@ -91,4 +99,5 @@ def test_a_run_from_uncommitted_code_is_named_so():
     meta = {"created": "2025-05-14T12:03:04+00:00", "machine": {"git_sha": "b902603a1234", "git_dirty": True},
             "config": {"suite": {"name": "adam"}, "device": {"name": "cpu"}}}
     assert run_name(meta) == "20250514T120304Z-b902603a+dirty-adam-cpu"
-    assert run_name(meta | {"machine": {"git_sha": "b902603a1234", "git_dirty": False}}) == "20250514T120304Z-b902603a-adam-cpu"
+    assert (run_name(meta | {"machine": {"git_sha": "b902603a1234", "git_dirty": False}})
+            == "20250514T120304Z-b902603a-adam-cpu")

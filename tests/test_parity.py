@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from optbench.accuracy import cross_error, err_eps
-from optbench.catalog import optimizer_suite_names
 from optbench.cli import main
-from optbench.kernels import Implementation
-from optbench.suite import HparamSet
-from optbench.trajectory import run_trajectory, snapshot
+from optbench.implementations import Implementation
+from optbench.numerics.accuracy import cross_error, err_eps
+from optbench.numerics.trajectory import run_trajectory, snapshot
+from optbench.reference import load_reference
+from optbench.suite.catalog import optimizer_suite_names
+from optbench.suite.spec import HparamSet
 from optbench.workloads import build
 from optbench.workloads.transformer import generate
-from optbench.reference import load_reference
 
 CPU = torch.device("cpu")
 
@@ -61,8 +61,9 @@ def test_same_seed_same_bits():
     hset = HparamSet("h", {"weight_decay": 0.1})
     wl = build("zoo", seed=5, steps=6, grad_log10_range=(-8, 2))
     impl = Implementation("for-loop", torch.optim.AdamW, {"foreach": False})
-    runs = [run_trajectory(impl, hset, load_reference("adamw"), {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
-                                                                  "weight_decay": 0.01, "amsgrad": False, "maximize": False},
+    runs = [run_trajectory(impl, hset, load_reference("adamw"),
+                           {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01, "amsgrad": False,
+                            "maximize": False},
                            wl, torch.float32, CPU, keep_snapshots=True) for _ in range(2)]
     assert runs[0].errors.equals(runs[1].errors)
     assert all(np.array_equal(a[k], b[k]) for a, b in zip(runs[0].snapshots, runs[1].snapshots) for k in a)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 import torch
 
-from optbench import ceilings, roofline
 from optbench.cli import main
-from optbench.peak_memory import peak_transient_bytes
-from optbench.timing import measure
+from optbench.perf import ceilings, roofline
+from optbench.perf.peak_memory import peak_transient_bytes
+from optbench.perf.timing import measure
 from optbench.workloads import speed
 
 CPU = torch.device("cpu")
@@ -71,7 +72,10 @@ def test_bandwidth_probe_is_an_in_place_stream_and_cached():
 def test_timing_takes_at_least_min_rounds_and_reports_spread():
     timing = measure(lambda: time.sleep(0.002), CPU, min_run_time=0.001, min_rounds=8)
     assert len(timing.rounds) >= 8 and 0.002 <= timing.median < 0.05
-    assert timing.iqr >= 0 and timing.cv >= 0 and timing.threads == torch.get_num_threads()
+    rounds = np.array(timing.rounds)
+    assert timing.iqr == pytest.approx(np.percentile(rounds, 75) - np.percentile(rounds, 25))
+    assert timing.cv == pytest.approx(rounds.std(ddof=1) / rounds.mean()) and timing.cv > 0  # sleeps never tie exactly
+    assert timing.threads == torch.get_num_threads()
 
 
 def test_peak_transient_memory_shows_foreach_temporaries_and_a_wasteful_step():
@@ -98,7 +102,8 @@ def test_speed_workloads_are_model_shaped_seeded_and_edge_cases_apart():
     assert 0 < sum(s.numel == 0 for s in speed.model(2e4, edge="zero_size").specs) <= 64
     none = speed.model(2e4, edge="none_grads").materialize(torch.float32, CPU)
     assert any(p.grad is None for p in none.values()) and any(p.grad is not None for p in none.values())
-    assert len(speed.tensors(1e5, 64).specs) == 64 and speed.by_name("params-1e+05", 4e6).numel == speed.model(1e5).numel
+    assert (len(speed.tensors(1e5, 64).specs) == 64
+            and speed.by_name("params-1e+05", 4e6).numel == speed.model(1e5).numel)
 
 
 class SlowSGD(torch.optim.SGD):
@@ -114,21 +119,33 @@ def rows_of(out):
 
 
 def value(rows, impl, metric_name, workload="model"):
-    return next(r["value"] for r in rows if r["impl"] == impl and r["metric"] == metric_name and r["workload"] == workload
-                and r["fqn"] == "")
+    return next(r["value"] for r in rows
+                if r["impl"] == impl and r["metric"] == metric_name and r["workload"] == workload and r["fqn"] == "")
 
 
 def test_speed_check_rows_roofline_and_overheads_and_a_slow_candidate_shows_it(tmp_path):
     out = tmp_path / "run"
-    assert main(["run", "suite=sgd", "dtype=float32", "checks=[speed,memory]", "candidate=tests.test_performance.SlowSGD",
-                 "impl=[for-loop,foreach,candidate]", *FAST, f"out_dir={out}"]) == 0
+    assert main(["run", "suite=sgd", "dtype=float32", "checks=[speed,memory]",
+                 "candidate=tests.test_performance.SlowSGD", "impl=[for-loop,foreach,candidate]", *FAST,
+                 f"out_dir={out}"]) == 0
     rows = rows_of(out)
-    for metric_name in ("time.step_ms", "time.step_ms_cv", "roofline.pct", "roofline.probe_gb_per_s", "speed.gb_per_s",
-                        "speed.threads", "mem.peak_transient_bytes"):
-        assert value(rows, "foreach", metric_name) >= 0, metric_name
     assert value(rows, "foreach", "roofline.bytes_per_param") == 12
-    rounds = [r for r in rows if r["impl"] == "foreach" and r["metric"] == "time.round_ms" and r["workload"] == "model"]
+    rounds = np.array([r["value"] for r in rows if r["impl"] == "foreach" and r["metric"] == "time.round_ms"
+                       and r["workload"] == "model"])
     assert len(rounds) == value(rows, "foreach", "time.rounds") >= 3
+    # the statistics are the rounds', and the derived rates follow from the step time, the bytes and the probe
+    step_ms = value(rows, "foreach", "time.step_ms")
+    assert step_ms == pytest.approx(np.median(rounds))
+    assert value(rows, "foreach", "time.step_ms_cv") == pytest.approx(rounds.std(ddof=1) / rounds.mean())
+    stepped = value(rows, "foreach", "speed.params_per_s") * step_ms / 1e3
+    assert stepped == pytest.approx(speed.model(2e4).numel, rel=0.01)
+    assert value(rows, "foreach", "speed.gb_per_s") == pytest.approx(12 * stepped / (step_ms / 1e3) / 1e9)
+    floor_ms = 12 * stepped / (value(rows, "foreach", "roofline.probe_gb_per_s") * 1e9) * 1e3
+    assert value(rows, "foreach", "roofline.pct") == pytest.approx(100 * floor_ms / step_ms)
+    assert value(rows, "foreach", "speed.threads") == torch.get_num_threads()
+    # plain SGD keeps no state and its for-loop allocates nothing (the memory check's temporaries: elsewhere)
+    assert value(rows, "foreach", "mem.state_bytes") == value(rows, "for-loop", "mem.state_bytes") == 0
+    assert value(rows, "for-loop", "mem.peak_transient_bytes") == 0
     assert {r["workload"] for r in rows if r["metric"] == "speed.overhead"} == set(speed.EDGE_CASES)
     # 1024 extra 32-element tensors on a 2e4-parameter model: the for-loop's per-tensor cost dominates
     assert value(rows, "for-loop", "speed.overhead", "tiny_tensors") > 2
@@ -145,13 +162,14 @@ def test_scaling_check_sweeps_sizes_and_counts_and_skips_what_does_not_fit(tmp_p
                  f"out_dir={out}"]) == 0
     rows = rows_of(out)
     timed = {(r["impl"], r["workload"]) for r in rows if r["check"] == "scaling" and r["metric"] == "roofline.pct"}
-    assert timed == {(i, w) for i in ("for-loop", "fused") for w in ("params-1e+03", "params-1e+04", "tensors-2", "tensors-32")}
+    assert timed == {(i, w) for i in ("for-loop", "fused")
+                     for w in ("params-1e+03", "params-1e+04", "tensors-2", "tensors-32")}
     assert value(rows, "fused", "scaling.tensors", "tensors-32") == 32
     assert value(rows, "fused", "scaling.params", "tensors-32") == 4096  # scaling.tensors_params, split 32 ways
     assert (out / "scaling.png").is_file()
     out = tmp_path / "too-big"
-    assert main(["run", "suite=adam", "dtype=float32", "impl=[fused]", "checks=[scaling]", *FAST, "scaling.params=[1e12]",
-                 "scaling.tensor_counts=[]", f"out_dir={out}"]) == 0
+    assert main(["run", "suite=adam", "dtype=float32", "impl=[fused]", "checks=[scaling]", *FAST,
+                 "scaling.params=[1e12]", "scaling.tensor_counts=[]", f"out_dir={out}"]) == 0
     skip = [r for r in rows_of(out) if r["status"] == "skip"]
     assert skip and "more than" in skip[0]["detail"]
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_module
 
-from optbench.catalog import optimizer_suite_names, resolve
 from optbench.reference import adafactor, adam, builtin_names, load_reference, sgd, sparse_adam
 from optbench.reference.sparse import coalesce, to_dense
+from optbench.suite.catalog import optimizer_suite_names, resolve
 
 REFERENCE_DIR = Path(__file__).parents[1] / "reference"
 

@@ -13,19 +13,19 @@ import torch
 import torch.optim._muon as _muon
 from torch.distributed.tensor import DTensor
 
-from optbench.catalog import suite_by_name
 from optbench.checks.parity import update_eps
 from optbench.cli import main
-from optbench.kernels import torch_implementations
-from optbench.reshard import SINGLE, Job, ReshardError, reshard
-from optbench.suite import PARAM_FILTERS
+from optbench.implementations import torch_implementations
+from optbench.state.reshard import SINGLE, ReshardError, ReshardJob, reshard
+from optbench.suite.catalog import suite_by_name
+from optbench.suite.spec import PARAM_FILTERS
 from optbench.workloads import build
 
 REPO = Path(__file__).parents[1]
 SMALL = ["workload.width=16", "workload.layers=1", "workload.vocab=32"]
 
 
-def job(suite="adamw", impl="for-loop", steps=4, save_at=2, optimizer=None, **kw) -> Job:
+def job(suite="adamw", impl="for-loop", steps=4, save_at=2, optimizer=None, **kw) -> ReshardJob:
     s = suite_by_name(suite)
     hset = s.hparam_set(s.roundtrip_hparams)  # param groups with their own lr/betas/eps, amsgrad, maximize
     workload = build(s.workload_of(hset), seed=0, steps=steps, width=16, layers=1, vocab=32,
@@ -33,7 +33,8 @@ def job(suite="adamw", impl="for-loop", steps=4, save_at=2, optimizer=None, **kw
     implementation = torch_implementations(s.optimizer_class())[impl]
     if optimizer is not None:
         implementation = replace(implementation, optimizer_class=optimizer)
-    return Job(implementation, hset, workload, torch.float32, steps, save_at, update_eps=update_eps(s, "float32"), **kw)
+    return ReshardJob(implementation, hset, workload, torch.float32, steps, save_at,
+                      update_eps=update_eps(s, "float32"), **kw)
 
 
 class PerShardMuon(torch.optim.Muon):

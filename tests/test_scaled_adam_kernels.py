@@ -341,8 +341,8 @@ def test_declared_error_scale_still_catches_a_wrong_cancelling_sum(tmp_path):
     magnitudes (docs/tolerances.md); a relative 1e-9 error in it still fails parity at float64."""
     from tests.test_cli import rows, run
 
-    code = run(tmp_path, "suite=scaledadam", f"candidate={__name__}._ScaleGradsOffByOnePpb", "impl=[candidate,for-loop]",
-               "dtype=float64", "checks=[parity]", "options={}", "steps=4")
+    code = run(tmp_path, "suite=scaledadam", f"candidate={__name__}._ScaleGradsOffByOnePpb",
+               "impl=[candidate,for-loop]", "dtype=float64", "checks=[parity]", "options={}", "steps=4")
     assert code == 1
     failed = [r for r in rows(tmp_path) if r["status"] == "fail"]
     assert failed and all(r["impl"].startswith("candidate:") for r in failed)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from optbench import load_state_dict_by_name, name_aware, to_flat, to_name_keyed, with_param_names
-from optbench.state_by_name import StateDictNameError
+from optbench.state.by_name import StateDictNameError
 
 
 def model():

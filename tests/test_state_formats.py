@@ -1,4 +1,4 @@
-"""Converters between torch's, the RFC's name-keyed and DCP's flat optimizer state_dict forms (issue 7)."""
+"""Converters between torch's, the RFC's name-keyed and DCP's flat optimizer state_dict forms."""
 
 import copy
 import io
@@ -13,8 +13,8 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from optbench.state_by_name import StateDictNameError, load_state_dict_by_name
-from optbench.state_formats import (
+from optbench.state.by_name import StateDictNameError, load_state_dict_by_name
+from optbench.state.formats import (
     as_torch,
     from_flat,
     from_name_keyed,

@@ -1,4 +1,4 @@
-"""The suite files: every one composes, covers what the coverage issue asks, and cites real findings."""
+"""The suite files: every one composes, covers torch's own option sets, and cites real findings."""
 
 import re
 from pathlib import Path
@@ -7,9 +7,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
-from optbench.catalog import is_meta, optimizer_suite_names, resolve, suite_names
-from optbench.kernels import optimizer_class
-from optbench.suite import DTYPES
+from optbench.implementations import optimizer_class
+from optbench.suite.catalog import is_meta, optimizer_suite_names, resolve, suite_names
+from optbench.suite.spec import DTYPES
 
 REPO = Path(__file__).parents[1]
 TORCH_OPTIMIZERS = sorted(n for n in dir(torch.optim) if isinstance(getattr(torch.optim, n), type)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from optbench import runner, sweep
 from optbench.cli import main
+from optbench.engine import runner, sweep
 from optbench.results import Results, row
 
 REPO = Path(__file__).parents[1]
 TINY = ["checks=[parity]", "steps=3", "history_dir=null"]
-MUTANT = "tests.mutants.sgd.DecayIgnoredUnderMaximizeSGD"  # ignores weight decay under maximize
+MUTANT = "optbench.mutants.sgd.DecayIgnoredUnderMaximizeSGD"  # ignores weight decay under maximize
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +54,8 @@ def test_joblib_sweep_merges_both_jobs_exit_0(tmp_path, monkeypatch, capsys):
     assert jobs_of(record) == {"float32": {"pass"}, "float64": {"pass"}}
     jobs = record["sweep"]["jobs"]
     assert [(j["num"], j["status"], j["exit_code"]) for j in jobs] == [(0, "completed", 0), (1, "completed", 0)]
-    assert record["sweep"]["launcher"].endswith("JoblibLauncher") and all(j["config"]["suite"]["name"] == "sgd" for j in jobs)
+    assert (record["sweep"]["launcher"].endswith("JoblibLauncher")
+            and all(j["config"]["suite"]["name"] == "sgd" for j in jobs))
     assert "## Sweep jobs" in (out / "report.md").read_text() and (out / "results.csv").is_file()
     assert "verdict: PASS" in capsys.readouterr().out
 
@@ -65,13 +66,14 @@ def test_joblib_sweep_exit_code_is_the_worst_jobs(tmp_path, monkeypatch):
     """Jobs run in worker processes: the exit code comes from the merged results, not from this process."""
     monkeypatch.chdir(REPO)  # the candidates are imported from the current directory
     out = tmp_path / "sweep"
-    code = main(["run", "-m", "suite=sgd", f"candidate=tests.mutants.sgd.CorrectSGD,{MUTANT}", "impl=[candidate]",
+    code = main(["run", "-m", "suite=sgd", f"candidate=optbench.mutants.sgd.CorrectSGD,{MUTANT}", "impl=[candidate]",
                  "dtype=float32", "options={weight_decay: 0.1, maximize: true}", *TINY, "hydra/launcher=joblib",
                  "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={out}"])
     assert code == 1
     record = merged(out)
     assert [(j["num"], j["exit_code"]) for j in record["sweep"]["jobs"]] == [(0, 0), (1, 1)]
-    verdicts = {r["impl"]: r["status"] for r in record["rows"] if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
+    verdicts = {r["impl"]: r["status"] for r in record["rows"]
+                if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
     assert verdicts == {"candidate:CorrectSGD": "pass", "candidate:DecayIgnoredUnderMaximizeSGD": "fail"}
 
 
@@ -93,7 +95,8 @@ def test_a_job_that_crashes_loses_nothing_of_the_others(tmp_path, monkeypatch, c
     assert jobs_of(record) == {"float32": {"pass"}}
     errors = [r for r in record["rows"] if r["status"] == "error"]
     assert len(errors) == 1 and errors[0]["check"] == "sweep" and errors[0]["suite"] == "sgd"
-    assert errors[0]["detail"].startswith("job 1 (suite=sgd dtype=float64") and "raised RuntimeError: boom" in errors[0]["detail"]
+    assert (errors[0]["detail"].startswith("job 1 (suite=sgd dtype=float64")
+            and "raised RuntimeError: boom" in errors[0]["detail"])
     assert [j["status"] for j in record["sweep"]["jobs"]] == ["completed", "failed"]
     assert record["sweep"]["launcher"].endswith("BasicLauncher")
     assert (out / "0-sgd-cpu" / "results.json").is_file() and (out / "1-sgd-cpu" / "job.json").is_file()
@@ -126,7 +129,8 @@ def test_merge_keeps_a_killed_jobs_journal_and_names_a_job_that_never_started(tm
     result = sweep.merge(tmp_path, expected=[["job=0"], ["job=1"], ["job=2"]])
     assert result.exit_code == 1 and [j.status for j in result.jobs] == ["completed", "started", "missing"]
     rows = merged(tmp_path)["rows"]
-    assert [(r["dtype"], r["status"]) for r in rows if r["check"] == "parity"] == [("float32", "pass"), ("float64", "pass")]
+    assert [(r["dtype"], r["status"]) for r in rows if r["check"] == "parity"] == [("float32", "pass"),
+                                                                                 ("float64", "pass")]
     details = [r["detail"] for r in rows if r["check"] == "sweep"]
     assert details == ["job 1 (job=1): stopped without finishing (killed?); the 1 rows it wrote are kept",
                        "job 2 (job=2): never started (no job folder)"]

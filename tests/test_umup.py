@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from optbench.catalog import candidate_suite_names, optimizer_suite_names, suite_by_name
-from optbench.checks.errors import ErrorsCheck, error_inputs
 from optbench.cases import Case
+from optbench.checks.error_inputs import ErrorsCheck, error_inputs
 from optbench.cli import main
-from optbench.kernels import Implementation
+from optbench.implementations import Implementation
 from optbench.reference import umup_adam
+from optbench.suite.catalog import candidate_suite_names, optimizer_suite_names, suite_by_name
 from optbench.workloads import build
 from tests.conftest import QUICK_TIMING
 
@@ -40,7 +40,8 @@ def verdicts(tmp_path):
 
 def over_tolerance(tmp_path) -> set[str]:
     """FQNs whose one-step error (each step from the candidate's own state) is past the 16-eps tolerance."""
-    return {r["fqn"] for r in rows(tmp_path) if r["metric"] == "parity.one_step_max_err_eps" and r["fqn"] and r["value"] > 16}
+    return {r["fqn"] for r in rows(tmp_path)
+            if r["metric"] == "parity.one_step_max_err_eps" and r["fqn"] and r["value"] > 16}
 
 
 # --- the suite, the workload and the reference (no unit-scaling needed) ---
@@ -56,12 +57,14 @@ def test_workload_tags_parameters_as_unit_scaling_modules_do():
     meta = wl.meta
     assert meta["embed.weight"] == {"mup_type": "weight", "mup_scaling_depth": None}  # uu.Embedding
     assert meta["layers.2.mlp.up_proj.weight"] == {"mup_type": "weight", "mup_scaling_depth": 3}  # uu.DepthSequential
-    assert meta["layers.0.attn.q_proj.bias"]["mup_type"] == "bias" and meta["layers.1.norm2.weight"]["mup_type"] == "norm"
+    assert (meta["layers.0.attn.q_proj.bias"]["mup_type"] == "bias"
+            and meta["layers.1.norm2.weight"]["mup_type"] == "norm")
     assert meta["head.weight"] == {"mup_type": "output", "mup_scaling_depth": None}  # uu.LinearReadout
     assert "extra.pos_embed.weight" not in meta  # the one plain parameter
     assert wl.specs[-1].name == "head.pad.weight" and wl.specs[-1].numel == 0  # zero-size, last
     params = wl.materialize(torch.float32, torch.device("cpu"))
-    assert params["layers.0.attn.k_proj.weight"].mup_scaling_depth == 3 and not hasattr(params["extra.pos_embed.weight"], "mup_type")
+    assert (params["layers.0.attn.k_proj.weight"].mup_scaling_depth == 3
+            and not hasattr(params["extra.pos_embed.weight"], "mup_type"))
     plain = build("transformer", seed=0, steps=2, width=16, layers=3, vocab=32, grad_log10_range=(-8.0, 2.0))
     assert np.array_equal(plain.init["embed.weight"], wl.init["embed.weight"])  # the transformer's values, bit for bit
     assert np.array_equal(plain.grads[1]["layers.2.mlp.down_proj.weight"], wl.grads[1]["layers.2.mlp.down_proj.weight"])
@@ -101,7 +104,8 @@ def test_reference_decay_is_weight_decay_over_the_scaled_lr_and_never_mutates_in
 
 def test_real_optimizer_passes_parity_at_every_dtype_and_the_error_inputs(uo, tmp_path):
     code = run(tmp_path, CANDIDATE, "checks=[parity,errors]", "steps=5")
-    assert code == 0, [(r["hparams"], r["dtype"], r["detail"]) for r in rows(tmp_path) if r["status"] in ("fail", "error")]
+    assert code == 0, [(r["hparams"], r["dtype"], r["detail"]) for r in rows(tmp_path)
+                       if r["status"] in ("fail", "error")]
     found = verdicts(tmp_path)
     suite = suite_by_name("umup")
     expected = {(d, h.name) for h in suite.hparams for d in suite.dtypes if h.dtypes is None or d in h.dtypes}
@@ -118,7 +122,8 @@ def test_real_optimizer_passes_parity_at_every_dtype_and_the_error_inputs(uo, tm
 
 def test_allow_non_unit_scaling_params_steps_the_plain_parameter_at_the_unscaled_lr(uo, tmp_path):
     code = run(tmp_path, CANDIDATE, "checks=[parity]", "dtype=float64", "steps=4",
-               "options={lr: 0.01, weight_decay: 0.1, allow_non_unit_scaling_params: true}", "suite.workload=umup_plain")
+               "options={lr: 0.01, weight_decay: 0.1, allow_non_unit_scaling_params: true}",
+               "suite.workload=umup_plain")
     assert code == 0
     plain = [r for r in rows(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == "extra.pos_embed.weight"]
     assert plain and max(r["value"] for r in plain) < 4  # against the reference's unscaled lr (and 0.1 / lr decay)
@@ -127,7 +132,7 @@ def test_allow_non_unit_scaling_params_steps_the_plain_parameter_at_the_unscaled
 
 
 def test_mutant_readout_scaled_as_a_hidden_weight_fails_on_the_readout_only(uo, tmp_path):
-    code = run(tmp_path, "candidate=tests.mutants.umup.ReadoutAsHiddenUmupAdam", "checks=[parity]", "dtype=float32",
+    code = run(tmp_path, "candidate=optbench.mutants.umup.ReadoutAsHiddenUmupAdam", "checks=[parity]", "dtype=float32",
                "steps=3", "options={lr: 0.01}")
     assert code == 1
     assert over_tolerance(tmp_path) == {"head.weight"}
@@ -137,7 +142,7 @@ def test_mutant_readout_scaled_as_a_hidden_weight_fails_on_the_readout_only(uo, 
 
 
 def test_mutant_with_a_linear_depth_rule_fails_on_every_layer_parameter(uo, tmp_path):
-    code = run(tmp_path, "candidate=tests.mutants.umup.LinearDepthUmupAdam", "checks=[parity]", "dtype=float32",
+    code = run(tmp_path, "candidate=optbench.mutants.umup.LinearDepthUmupAdam", "checks=[parity]", "dtype=float32",
                "steps=3", "options={lr: 0.01}")
     assert code == 1
     wl = build("umup", seed=0, steps=1, width=16, layers=2, vocab=32, grad_log10_range=(-8.0, 2.0))
@@ -166,8 +171,8 @@ def test_named_parameters_raise_and_round_trip_by_name_is_a_declared_xfail_F32(u
 
 
 def test_documented_lr_independent_decay_is_not_what_it_does_F34(uo, tmp_path):
-    code = run(tmp_path, CANDIDATE, "checks=[parity]", "dtype=float64", "steps=2", "options={lr: 0.01, weight_decay: 0.1}",
-               "suite.reference_options.independent_weight_decay_as=decoupled")
+    code = run(tmp_path, CANDIDATE, "checks=[parity]", "dtype=float64", "steps=2",
+               "options={lr: 0.01, weight_decay: 0.1}", "suite.reference_options.independent_weight_decay_as=decoupled")
     assert code == 1 and over_tolerance(tmp_path)  # against the documented per-step decay p *= 1 - weight_decay
     code = run(tmp_path / "decoupled", CANDIDATE, "checks=[parity]", "dtype=float64", "steps=2",
                "options={lr: 0.01, weight_decay: 0.1, decoupled_weight_decay: true}",

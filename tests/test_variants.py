@@ -8,17 +8,17 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from optbench.catalog import resolve, suite_files
 from optbench.cli import main
-from optbench.errors import UsageError
-from optbench.kernels import Implementation, Stepper, torch_implementations
-from optbench.kernels.graphed import GraphedStep
-from optbench.kernels.master_weights import MasterStep, MasterWeights, master_copy, with_master_weights
-from optbench.precision import precision_rows
-from optbench.selection import resolve_implementations
-from optbench.suite import HparamSet
+from optbench.engine.selection import resolve_implementations
+from optbench.implementations import Implementation, Stepper, torch_implementations
+from optbench.implementations.graphed import GraphedStep
+from optbench.implementations.master_weights import MasterStep, MasterWeights, master_copy, with_master_weights
+from optbench.numerics.precision import precision_rows
+from optbench.numerics.trajectory import run_trajectory
 from optbench.reference import load_reference
-from optbench.trajectory import run_trajectory
+from optbench.suite.catalog import resolve, suite_files
+from optbench.suite.spec import HparamSet
+from optbench.usage import UsageError
 from optbench.workloads import build
 from tests.conftest import QUICK_TIMING
 
@@ -53,7 +53,8 @@ def test_capturable_and_graphed_are_offered_where_torch_can_capture():
     assert not {"capturable", "graphed"} & set(adagrad)  # its step counter lives on the host
 
 
-@pytest.mark.parametrize("cls", [torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torch.optim.RAdam, torch.optim.Rprop])
+@pytest.mark.parametrize("cls", [torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torch.optim.RAdam,
+                                 torch.optim.Rprop])
 def test_off_cuda_they_say_needs_cuda_without_raising(cls):
     for name, impl in torch_implementations(cls).items():
         if name in ("capturable", "graphed"):
@@ -70,16 +71,19 @@ def test_selection():
         resolve_implementations(cfg, suite("sgd"), None)
     lenient = resolve_implementations(cfg, suite("adagrad"), None, lenient=True)  # a meta-suite member without them
     assert [i.name for i in lenient] == ["for-loop"]
-    master = resolve_implementations(OmegaConf.create({"impl": ["for-loop+master32", "fused+master32"]}), suite("adamw"), None)
-    assert [i.name for i in master] == ["for-loop+master32", "fused+master32"] and all(isinstance(i, MasterWeights) for i in master)
+    master = resolve_implementations(OmegaConf.create({"impl": ["for-loop+master32", "fused+master32"]}),
+                                     suite("adamw"), None)
+    assert ([i.name for i in master] == ["for-loop+master32", "fused+master32"]
+            and all(isinstance(i, MasterWeights) for i in master))
     assert master[1].flags == {"fused": True} and master[0].checks == ("parity", "cross", "forms", "deviations")
     with pytest.raises(UsageError, match="has no implementation 'for-loop\\+master16'"):
         resolve_implementations(OmegaConf.create({"impl": ["for-loop+master16"]}), suite("adamw"), None)
 
 
 def test_on_cpu_every_row_of_them_is_a_skip_saying_needs_cuda(tmp_path):
-    assert run(tmp_path, "suite=sgd", "impl=[for-loop,graphed]", "dtype=[float32,bfloat16]", "steps=2", "speed.min_run_time=0.01",
-               "options={momentum: 0.9}", "checks=[parity,cross,roundtrip,speed,memory,forms]") == 0
+    assert run(tmp_path, "suite=sgd", "impl=[for-loop,graphed]", "dtype=[float32,bfloat16]", "steps=2",
+               "speed.min_run_time=0.01", "options={momentum: 0.9}",
+               "checks=[parity,cross,roundtrip,speed,memory,forms]") == 0
     theirs = [r for r in rows(tmp_path) if r["impl"] == "graphed" and r["metric"] != "run.case_s"]
     assert {(r["check"], r["dtype"]) for r in theirs} == {("parity", "float32"), ("parity", "bfloat16")}
     assert all(r["status"] == "skip" and "needs CUDA: " in r["detail"] for r in theirs)
@@ -100,11 +104,13 @@ def test_master32_passes_far_tighter_than_plain_bfloat16_and_reports_its_precisi
     tol = {r["impl"]: r["value"] for r in out if r["metric"] == "parity.tol_eps" and r["dtype"] == "bfloat16"}
     assert tol["for-loop+master32"] == pytest.approx(tol["for-loop"] * 2.0**-16)  # float32's tolerance, in bfloat16 eps
     mine = [r for r in out if r["impl"] == "for-loop+master32"]
-    assert {r["check"] for r in mine} == {"parity", "cross"}  # no round-trip or memory rows (kernels.master_weights)
+    # no round-trip or memory rows (implementations.master_weights)
+    assert {r["check"] for r in mine} == {"parity", "cross"}
     assert any(r["tensor"] == "model" and r["fqn"] for r in mine if r["metric"] == "parity.max_err_eps")
     skip = [r for r in mine if r["status"] == "skip"]
     assert len(skip) == 1 and skip[0]["dtype"] == "float32" and "bfloat16 or float16 model" in skip[0]["detail"]
-    kept = {(r["impl"], r["tensor"]): r["detail"] for r in out if r["metric"] == "state.dtype" and r["dtype"] == "bfloat16"}
+    kept = {(r["impl"], r["tensor"]): r["detail"] for r in out
+            if r["metric"] == "state.dtype" and r["dtype"] == "bfloat16"}
     assert kept[("for-loop", "exp_avg")] == "bfloat16" and kept[("for-loop", "step")] == "float32"
     assert kept[("for-loop+master32", "param")] == "float32" and kept[("for-loop+master32", "model")] == "bfloat16"
     assert kept[("for-loop+master32", "exp_avg_sq")] == "float32"
@@ -182,18 +188,19 @@ def test_master_copy_keeps_values_names_and_layout():
     assert stepper.optimizer.param_groups[0]["param_names"] == ["w"] and stepper.params["w"] is not p
     p.grad = torch.ones_like(p)
     stepper.step()
-    assert torch.equal(p.detach(), stepper.params["w"].detach().to(torch.bfloat16)) and isinstance(stepper.step, MasterStep)
+    assert (torch.equal(p.detach(), stepper.params["w"].detach().to(torch.bfloat16))
+            and isinstance(stepper.step, MasterStep))
 
 
 # --- the precision each tensor is kept in -------------------------------------------------------
 
 def test_precision_rows_one_per_key_or_per_fqn_where_they_differ():
-    kept = {("a", "param"): "bfloat16", ("a", "exp_avg"): "float32", ("b", "param"): "bfloat16", ("b", "exp_avg"): "bfloat16",
-            ("a", "step"): "python int"}
+    kept = {("a", "param"): "bfloat16", ("a", "exp_avg"): "float32", ("b", "param"): "bfloat16",
+            ("b", "exp_avg"): "bfloat16", ("a", "step"): "python int"}
     out = precision_rows({"suite": "s"}, kept)
     by = {(r["fqn"], r["tensor"]): (r["detail"], r["value"]) for r in out}
-    assert by == {("", "param"): ("bfloat16", 16), ("a", "exp_avg"): ("float32", 32), ("b", "exp_avg"): ("bfloat16", 16),
-                  ("", "step"): ("python int", 64)}
+    assert by == {("", "param"): ("bfloat16", 16), ("a", "exp_avg"): ("float32", 32),
+                  ("b", "exp_avg"): ("bfloat16", 16), ("", "step"): ("python int", 64)}
     assert all(r["metric"] == "state.dtype" and r["status"] == "info" and r["unit"] == "bits" for r in out)
 
 
@@ -208,8 +215,8 @@ def test_a_candidate_keeping_float32_state_for_bfloat16_params(tmp_path):
 # --- on a GPU ---------------------------------------------------------------------------------------
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("name, impls", [("adam", "[for-loop,capturable,graphed]"), ("adamw", "[for-loop,capturable,graphed]"),
-                                         ("sgd", "[for-loop,graphed]")])
+@pytest.mark.parametrize("name, impls", [("adam", "[for-loop,capturable,graphed]"),
+                                         ("adamw", "[for-loop,capturable,graphed]"), ("sgd", "[for-loop,graphed]")])
 def test_capturable_and_graphed_parity_on_cuda(name, impls, tmp_path):
     run(tmp_path, f"suite={name}", "device=cuda", f"impl={impls}", "dtype=[float32,bfloat16]", "steps=12",
         "checks=[parity,cross]")

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import optbench
-from tests.mutants.adamw import CoupledWeightDecayAdamW, LateBugAdamW
-from tests.mutants.sgd import CorrectSGD
+from optbench.mutants.adamw import CoupledWeightDecayAdamW, LateBugAdamW
+from optbench.mutants.sgd import CorrectSGD
 
 
 def train(optimizer_class, steps=25, dtype=torch.float32, **watch_options):

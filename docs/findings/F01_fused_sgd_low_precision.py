@@ -13,10 +13,12 @@ for dtype in (torch.float32, torch.bfloat16, torch.float16):
         out = {}
         for fused in (False, True):
             p = torch.nn.Parameter(p0.clone())
-            opt = torch.optim.SGD([p], lr=0.01, momentum=momentum, foreach=False if not fused else None, fused=fused or None)
+            opt = torch.optim.SGD([p], lr=0.01, momentum=momentum, foreach=False if not fused else None,
+                                  fused=fused or None)
             for _ in range(2):
                 p.grad = g.clone()
                 opt.step()
             out[fused] = p.detach().double()
         ulp = torch.finfo(dtype).eps * out[False].abs().max()
-        print(f"{str(dtype):15} momentum={momentum}: max |fused - for-loop| = {(out[True] - out[False]).abs().max() / ulp:.3g} eps")
+        print(f"{str(dtype):15} momentum={momentum}: "
+              f"max |fused - for-loop| = {(out[True] - out[False]).abs().max() / ulp:.3g} eps")

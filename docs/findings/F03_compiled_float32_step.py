@@ -20,4 +20,5 @@ for compiled in (False, True):
     finals.append(p.detach())
 eps = torch.finfo(torch.float64).eps
 print("step dtype:", opt.state[p]["step"].dtype)
-print(f"compiled vs eager after 5 steps: {((finals[1] - finals[0]).abs().max() / (eps * finals[0].abs().max())).item():.3g} float64 eps")
+print("compiled vs eager after 5 steps: "
+      f"{((finals[1] - finals[0]).abs().max() / (eps * finals[0].abs().max())).item():.3g} float64 eps")

@@ -16,4 +16,5 @@ for default in (torch.float32, torch.float64):
     finals.append(p.detach().clone())
 torch.set_default_dtype(torch.float32)
 eps = torch.finfo(torch.float64).eps
-print(f"param difference: {((finals[0] - finals[1]).abs().max() / (eps * finals[1].abs().max())).item():.3g} float64 eps")
+print("param difference: "
+      f"{((finals[0] - finals[1]).abs().max() / (eps * finals[1].abs().max())).item():.3g} float64 eps")

@@ -22,7 +22,8 @@ for cls, kw in ((torch.optim.Adamax, {}), (torch.optim.Adagrad, {"lr_decay": 0.5
     for foreach in (False, True):
         a, b = run(cls, lr_t, foreach, **kw), run(cls, lr_f, foreach, **kw)
         err = ((a - b).abs().max() / b.abs().max() / torch.finfo(torch.float64).eps).item()
-        print(f"{cls.__name__:8s} {kw} foreach={foreach}: max|p(Tensor lr) - p(float lr)| = {err:.3g} float64 eps (normwise)")
+        print(f"{cls.__name__:8s} {kw} foreach={foreach}: "
+              f"max|p(Tensor lr) - p(float lr)| = {err:.3g} float64 eps (normwise)")
 # The step size itself after 1 step: float64 lr / (1 - 0.9) vs what the for-loop computes
 clr = lr_t / (1 - 0.9 ** 1)
 print("for-loop Adamax clr dtype:", clr.dtype, " clr =", clr.item(), " float64 clr =", lr_f / (1 - 0.9 ** 1),

@@ -12,5 +12,6 @@ for dtype, tiny in ((torch.float16, 1e-4), (torch.float32, 1e-23)):
             p.grad = torch.tensor(g, dtype=dtype)
             opt.step()
         print(f"{str(dtype):14s} foreach={foreach!s:5s}: grad*prev = {tiny * tiny:.0e} in real arithmetic, "
-              f"{(torch.tensor(tiny, dtype=dtype) ** 2).item():.0e} in {dtype}; step_size = {opt.state[p]['step_size'].tolist()} "
+              f"{(torch.tensor(tiny, dtype=dtype) ** 2).item():.0e} in {dtype}; "
+              f"step_size = {opt.state[p]['step_size'].tolist()} "
               f"(documented: both {0.01 * 1.2:.4g})")

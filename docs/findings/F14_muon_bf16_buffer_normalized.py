@@ -1,6 +1,7 @@
 """F14: torch.optim.Muon, bfloat16 params, nesterov=False: Newton-Schulz's in-place div_ normalizes the
 momentum buffer itself, because grad.bfloat16() returns the same tensor when it is already bf16."""
 import torch
+
 torch.manual_seed(0)
 for dtype in (torch.float32, torch.bfloat16):
     p = torch.zeros(3, 5, dtype=dtype, requires_grad=True)

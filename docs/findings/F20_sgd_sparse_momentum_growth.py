@@ -1,8 +1,11 @@
 """F20: torch.optim.SGD (for-loop) with momentum and sparse COO gradients: the momentum buffer stays a sparse
 tensor whose nnz grows by the gradient's nnz every step (never coalesced), although it has only `rows` rows."""
 import warnings
-warnings.filterwarnings("ignore")
+
 import torch
+
+warnings.filterwarnings("ignore")
+
 p = torch.nn.Parameter(torch.zeros(10, 4))
 opt = torch.optim.SGD([p], lr=0.1, momentum=0.9, foreach=False)
 for t in range(2000):

@@ -23,7 +23,7 @@ def compiled_step(cls, shape, dtype, **options):
     try:
         torch.compile(cls([p], lr=0.1, foreach=False, **options).step)()
         return "ok"
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:110]}"
 
 

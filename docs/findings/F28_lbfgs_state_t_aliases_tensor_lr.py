@@ -28,7 +28,8 @@ def run(lr):
         opt.step(closure)
         t_used = float(opt.state[x]["t"])
         sched.step()
-        print(f"  step {step + 1}: state t {t_used:.4g} after the step, {float(opt.state[x]['t']):.4g} after scheduler.step()")
+        print(f"  step {step + 1}: state t {t_used:.4g} after the step, "
+              f"{float(opt.state[x]['t']):.4g} after scheduler.step()")
     return x.detach().clone(), opt.state[x]["t"] is opt.param_groups[0]["lr"]
 
 

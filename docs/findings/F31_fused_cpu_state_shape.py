@@ -43,6 +43,7 @@ for name in ("Adam", "AdamW", "SGD", "Adagrad"):
         print(out[-1])
         continue
     bad += 1
-    what = "accepted it" if done.returncode == 3 else f"crashed (exit {done.returncode}: {out[-1] if out else 'no output'})"
+    what = ("accepted it" if done.returncode == 3
+            else f"crashed (exit {done.returncode}: {out[-1] if out else 'no output'})")
     print(f"{name}: BUG: the fused CPU step {what}")
 sys.exit(1 if bad else 0)

@@ -32,11 +32,12 @@ for what, build in (("0-dim weight", lambda: Adam([weight()], lr=1e-3)),
             warnings.simplefilter("ignore")
             build()
         print(f"{what}: accepted")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print(f"{what}: {type(exc).__name__}: {exc}")
         misleading = ("ndim >= 4" in str(exc) and what.startswith("0-dim")) or isinstance(exc, ZeroDivisionError) \
             or "no mup_type" in str(exc) or "more than one parameter group" in str(exc)
         present += misleading
-print("torch.optim.Adam on a (3, 0) parameter:", torch.optim.Adam([torch.nn.Parameter(torch.ones(3, 0))]).param_groups[0]["lr"])
+print("torch.optim.Adam on a (3, 0) parameter:",
+      torch.optim.Adam([torch.nn.Parameter(torch.ones(3, 0))]).param_groups[0]["lr"])
 print(f"PRESENT: {present} of 4 misreported" if present else "fixed")
 raise SystemExit(1 if present else 0)

@@ -22,7 +22,7 @@ for kwargs in ({"lr": -0.01}, {"lr": 0.01, "weight_decay": -1.0}, {"lr": float("
     try:
         group = Adam([w], **kwargs).param_groups[0]
         ours = f"accepted (group lr {group['lr']:.3g}, weight_decay {group['weight_decay']:.3g})"
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         ours = f"{type(exc).__name__}: {exc}"
     present |= (theirs == "accepted") != ours.startswith("accepted")
     print(f"{kwargs}: torch.optim.Adam {theirs}; unit_scaling.optim.Adam {ours}")

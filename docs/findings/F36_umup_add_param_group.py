@@ -18,7 +18,8 @@ opt.add_param_group({"params": [late]})
 expected = Adam([late], lr=0.1, weight_decay=0.1).param_groups[0]
 added = opt.param_groups[-1]
 print(f"defaults: lr {opt.defaults['lr']}, weight_decay {opt.defaults['weight_decay']}")
-print(f"a weight (4, 64) given to the constructor: lr {expected['lr']:.4g}, weight_decay {expected['weight_decay']:.4g}")
+print(f"a weight (4, 64) given to the constructor: lr {expected['lr']:.4g}, "
+      f"weight_decay {expected['weight_decay']:.4g}")
 print(f"the same weight through add_param_group:    lr {added['lr']:.4g}, weight_decay {added['weight_decay']:.4g}")
 opt.add_param_group({"params": [torch.nn.Parameter(torch.ones(3))]})
 print("a parameter without mup_type through add_param_group: accepted, lr", opt.param_groups[-1]["lr"])

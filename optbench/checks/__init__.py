@@ -10,7 +10,7 @@ from optbench.checks.base import Check
 from optbench.checks.cross import CrossCheck
 from optbench.checks.deviations import DeviationsCheck
 from optbench.checks.differentiable import DifferentiableCheck
-from optbench.checks.errors import ErrorsCheck
+from optbench.checks.error_inputs import ErrorsCheck
 from optbench.checks.forms import FormsCheck
 from optbench.checks.memory import MemoryCheck
 from optbench.checks.parity import ParityCheck
@@ -19,8 +19,8 @@ from optbench.checks.roundtrip import RoundTripCheck
 from optbench.checks.scaling import ScalingCheck
 from optbench.checks.speed import SpeedCheck
 
-REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), FormsCheck(), DeviationsCheck(), RoundTripCheck(),
-                                                   ErrorsCheck(), DifferentiableCheck(), SpeedCheck(), MemoryCheck(),
-                                                   ScalingCheck(), ReshardCheck())}
+REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), FormsCheck(), DeviationsCheck(),
+                                                   RoundTripCheck(), ErrorsCheck(), DifferentiableCheck(), SpeedCheck(),
+                                                   MemoryCheck(), ScalingCheck(), ReshardCheck())}
 
 __all__ = ["REGISTRY", "Check"]

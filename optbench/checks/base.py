@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from optbench.cases import Case, Outcome, RunContext
-from optbench.suite import Suite
+from optbench.suite.spec import Suite
 
 
 class Check(Protocol):

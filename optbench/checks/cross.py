@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import torch
 
-from optbench.accuracy import cross_error, cross_tolerance_eps
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import BASELINE, ParityCheck
+from optbench.metrics import PARITY_XMAX_ERR_EPS_VS_FORLOOP
+from optbench.numerics.accuracy import cross_error, cross_tolerance_eps
 from optbench.results import row
-from optbench.suite import DTYPES, Suite
+from optbench.suite.spec import DTYPES, Suite
 
 
 class CrossCheck:
@@ -40,6 +41,7 @@ class CrossCheck:
         status = "pass" if x <= bound else "fail"
         detail = f"max {x:.3g} eps against the for-loop (bound {bound:.3g} eps" + (
             f", {len(skip)} declared-deviation tensors left out)" if skip else ")")
-        rows = [row(case.labels, check="cross", metric="parity.xmax_err_eps_vs_forloop", value=x, unit="eps",
+        rows = [row(case.labels, check="cross", metric=PARITY_XMAX_ERR_EPS_VS_FORLOOP, value=x, unit="eps",
                     status=status, detail=detail)]
-        return Outcome(rows, "" if status == "pass" else f"  FAIL  cross  {case.impl_name:>10} {case.dtype:>8} {case.hset.name}: {detail}")
+        return Outcome(rows, "" if status == "pass"
+                       else f"  FAIL  cross  {case.impl_name:>10} {case.dtype:>8} {case.hset.name}: {detail}")

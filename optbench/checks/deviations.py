@@ -13,9 +13,10 @@ import fnmatch
 import pandas as pd
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.metrics import DEVIATION_MAX_ERR_EPS, DEVIATION_OBSERVED
+from optbench.numerics.trajectory import run_trajectory
 from optbench.results import row
-from optbench.suite import DTYPES, PARAM_FILTERS, Deviation, Suite
-from optbench.trajectory import run_trajectory
+from optbench.suite.spec import DTYPES, PARAM_FILTERS, Deviation, Suite
 from optbench.workloads import build
 from optbench.workloads.complex import complexify
 
@@ -53,9 +54,9 @@ def deviation_rows(case: Case, declared) -> list[dict]:
     out = []
     for d, errors in declared:
         status, seen = verdict(d, errors)
-        out.append(row(case.labels, check="deviation", metric="deviation.max_err_eps", value=errors.err_eps.max(),
+        out.append(row(case.labels, check="deviation", metric=DEVIATION_MAX_ERR_EPS, value=errors.err_eps.max(),
                        unit="eps", status=status, fqn=d.fqn, tensor=d.tensor,
-                       detail=f"{d.finding}: {d.reason} Observed: {seen}"))
+                       detail=f"{d.finding}: {d.reason} Observed: {seen}", finding=d.finding))
     return out
 
 
@@ -71,7 +72,8 @@ class DeviationsCheck:
             if not d.raises or d.whole_case or d.check != "parity":  # a whole case that raises: the parity check
                 continue
             dtypes = [t for t in ctx.dtypes[suite.name] if d.matches_dtype(t)]
-            hsets = [h for h in suite.hparams if fnmatch.fnmatchcase(h.name, d.hparams) and self._alone(suite, h, d, ctx).specs]
+            hsets = [h for h in suite.hparams
+                     if fnmatch.fnmatchcase(h.name, d.hparams) and self._alone(suite, h, d, ctx).specs]
             if not dtypes or not hsets:
                 continue
             dtype = "float32" if "float32" in dtypes else dtypes[0]
@@ -87,8 +89,9 @@ class DeviationsCheck:
     def _alone(suite: Suite, hset, d: Deviation, ctx: RunContext):
         """The hparam set's workload (2 steps) with only the parameters the deviation names."""
         sizes = {**ctx.cfg.workload, **suite.workload_sizes}
-        full = build(suite.workload_of(hset), seed=ctx.seed, steps=2, width=int(sizes["width"]), layers=int(sizes["layers"]),
-                     vocab=int(sizes["vocab"]), grad_log10_range=tuple(ctx.cfg.workload.grad_log10_range))
+        full = build(suite.workload_of(hset), seed=ctx.seed, steps=2, width=int(sizes["width"]),
+                     layers=int(sizes["layers"]), vocab=int(sizes["vocab"]),
+                     grad_log10_range=tuple(ctx.cfg.workload.grad_log10_range))
         return full.restricted(lambda spec: d.matches_spec(spec) and PARAM_FILTERS[suite.params](spec))
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
@@ -103,11 +106,12 @@ class DeviationsCheck:
             status = "xpass" if ok else "fail"
             seen = ("no longer raises and passes parity: remove the declaration once the fix is released" if ok
                     else f"no longer raises {d.raises} but fails parity ({traj.errors.err_eps.max():.3g} eps)")
-        except Exception as exc:  # noqa: BLE001 - the declared failure is an exception
+        except Exception as exc:
             status = "xfail" if type(exc).__name__ == d.raises else "fail"
             message = str(exc).splitlines()[0] if str(exc) else ""
             seen = f"{'still raises' if status == 'xfail' else 'raises'} {type(exc).__name__}: {message}"
         labels = case.labels | {"hparams": case.hset.name}
-        rows = [row(labels, check="deviation", metric="deviation.observed", value=float(status == "xpass"), fqn=d.fqn,
-                    status=status, detail=f"{d.finding}: {d.reason} Observed: {seen}")]
-        return Outcome(rows, f"  {status.upper():5} deviation {case.impl_name:>10} {case.dtype:>8} {d.finding} {d.fqn}: {seen}")
+        rows = [row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=float(status == "xpass"), fqn=d.fqn,
+                    status=status, detail=f"{d.finding}: {d.reason} Observed: {seen}", finding=d.finding)]
+        return Outcome(rows, f"  {status.upper():5} deviation {case.impl_name:>10} {case.dtype:>8} "
+                             f"{d.finding} {d.fqn}: {seen}")

@@ -27,10 +27,11 @@ import numpy as np
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
-from optbench.errors import UsageError
-from optbench.hyperparameters import accepts, complete, for_torch
+from optbench.metrics import CASE_SKIPPED, DEVIATION_OBSERVED, DIFFERENTIABLE_MAX_REL_ERR
 from optbench.results import row
-from optbench.suite import Suite
+from optbench.suite.hyperparameters import complete, for_torch, takes
+from optbench.suite.spec import Suite
+from optbench.usage import UsageError
 
 WRT = ("grad", "lr", "param")
 DTYPE = "float64"
@@ -83,7 +84,7 @@ def refuses(impl, device: torch.device) -> str:
             stepper = impl.build([p], {"differentiable": True})
             p.grad = torch.ones_like(p, requires_grad=True)
             stepper.step()
-    except Exception as exc:  # noqa: BLE001 - torch's refusal is the answer
+    except Exception as exc:
         return f"unsupported: torch refuses differentiable=True here: {type(exc).__name__}: {_first(exc)}"
     return ""
 
@@ -100,7 +101,8 @@ class _Run:
         self.x = {"grad": [self.workload.grads[0][n] for n in self.names],
                   "lr": [np.float64(complete(case.hset.options, self.defaults).get("lr", 0.0))],
                   "param": [self.workload.init[n] for n in self.names]}
-        self.d = {k: [v * (rng.standard_normal(np.shape(v)) if k != "lr" else 1.0) for v in xs] for k, xs in self.x.items()}
+        self.d = {k: [v * (rng.standard_normal(np.shape(v)) if k != "lr" else 1.0) for v in xs]
+                  for k, xs in self.x.items()}
 
     def tensors(self, values) -> list[torch.Tensor]:
         return [torch.from_numpy(np.array(v)).to(self.device) for v in values]
@@ -117,7 +119,8 @@ class _Run:
         given = {w: inputs if w == wrt else None for w in WRT}
         p0 = given["param"] or self.inputs("param")
         params = {n: p.clone() for n, p in zip(self.names, p0)}  # not leaves: the step runs on autograd's graph
-        options = {**for_torch(self.case.hset.options), "differentiable": True, **({"lr": inputs[0]} if wrt == "lr" else {})}
+        options = {**for_torch(self.case.hset.options), "differentiable": True,
+                   **({"lr": inputs[0]} if wrt == "lr" else {})}
         stepper = self.case.impl.build(self.case.hset.torch_groups(params), options)
         for step in range(k):
             grads = (given["grad"] or self.tensors(self.x["grad"])) if step == 0 else [
@@ -152,7 +155,8 @@ def compare(jd: list[np.ndarray], at: dict[float, list[np.ndarray]], p0: list[np
         f = {t: v[j] for t, v in at.items()}
         d1, d2 = (f[H] - f[-H]) / (2 * H), (f[2 * H] - f[-2 * H]) / (4 * H)
         fd = (4 * d1 - d2) / 3  # Richardson: the H**2 term cancels
-        bend = np.abs((f[2 * H] - 2 * f[0.0] + f[-2 * H]) - 4 * (f[H] - 2 * f[0.0] + f[-H])) / (2 * H)  # ~0 unless a kink
+        # ~0 unless a kink
+        bend = np.abs((f[2 * H] - 2 * f[0.0] + f[-2 * H]) - 4 * (f[H] - 2 * f[0.0] + f[-H])) / (2 * H)
         noise = NOISE * EPS * np.max(np.abs(p0[j]) + np.abs(f[0.0]), initial=0.0) / H
         size = np.max(np.abs(fd), initial=0.0)
         scale = max(size, noise)
@@ -174,7 +178,7 @@ class DifferentiableCheck:
         for impl in sorted(ctx.impls[suite.name], key=lambda i: i.name != BASELINE):
             only64 = "" if DTYPE in ctx.dtypes[suite.name] else "runs at float64 only (dtype=float64)"
             skip = ctx.unavailable(impl, DTYPE) or only64
-            if not skip and accepts(impl.optimizer_class, ["differentiable"]):
+            if not skip and not takes(impl.optimizer_class, "differentiable"):
                 skip = f"unsupported: {impl.optimizer_class.__name__}'s constructor takes no differentiable"
             skip = skip or ("closure-driven: a step is not a function of one gradient" if closure else "")
             skip = skip or refuses(impl, ctx.device)
@@ -182,7 +186,8 @@ class DifferentiableCheck:
                 out.append(Case(suite, impl, DTYPE, None, ctx.device, skip=skip))
                 continue
             for hset in suite.hparams[:1] if which == "first" else suite.hparams:
-                why = "" if hset.dtypes is None or DTYPE in hset.dtypes else f"set runs at {', '.join(hset.dtypes)}: {hset.note}"
+                why = ("" if hset.dtypes is None or DTYPE in hset.dtypes
+                       else f"set runs at {', '.join(hset.dtypes)}: {hset.note}")
                 why = why or ("sparse gradients are not differentiated" if "sparse" in suite.workload_of(hset) else "")
                 why = why or ("an lr schedule is not differentiated" if hset.schedule else "")
                 if not why and not impl.is_candidate and hset.impls is not None and impl.name not in hset.impls:
@@ -198,16 +203,17 @@ class DifferentiableCheck:
             status = "unsupported" if case.skip.startswith("unsupported") else "skip"
             shown = case.skip.removeprefix("unsupported: ")
             line = f"  {status.upper()[:5]:5} {self.name} {case.impl_name:>10} {shown}" if case.hset is None else ""
-            return Outcome([row(case.labels, check=self.name, metric="case.skipped", value=1, status=status,
+            return Outcome([row(case.labels, check=self.name, metric=CASE_SKIPPED, value=1, status=status,
                                 detail=case.skip)], line)
         steps, _, limit = settings(ctx)
         run = _Run(case, ctx, steps, limit)
         if not run.names:
-            return Outcome([row(case.labels, check=self.name, metric="case.skipped", value=1, status="skip",
+            return Outcome([row(case.labels, check=self.name, metric=CASE_SKIPPED, value=1, status="skip",
                                 detail="no parameter with a step-1 gradient free of exact zeros")])
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=NON_LEAF)
-            measured = {(w, k): self.measure(run, w, k) for w in WRT if w != "lr" or "lr" in run.defaults for k in steps}
+            measured = {(w, k): self.measure(run, w, k)
+                        for w in WRT if w != "lr" or "lr" in run.defaults for k in steps}
         declared = case.suite.deviations_for(case.impl_name, DTYPE, case.hset.name, check=self.name)
         claims: list[list] = [[] for _ in declared]  # what each declared deviation covers
         verdicts, rows, cells = [], [], {}
@@ -215,19 +221,22 @@ class DifferentiableCheck:
             gate = "single" if k == 1 else "multi"
             matching = [i for i, d in enumerate(declared)
                         if fnmatch.fnmatchcase(wrt, d.tensor) and fnmatch.fnmatchcase(gate, d.gate)]
+            finding = ""
             if kind == "raised":
                 i = next((i for i in matching if declared[i].raises == type(found).__name__), None)
                 seen = f"{type(found).__name__}: {_first(found)}"
                 if i is not None:
                     claims[i].append((wrt, k, seen))
-                status, value, detail = ("xfail", np.nan, f"{declared[i].finding}: raises {seen}") if i is not None else (
-                    "error", np.nan, f"autograd raises {seen}")
+                status, value, detail = (("xfail", np.nan, f"{declared[i].finding}: raises {seen}") if i is not None
+                                         else ("error", np.nan, f"autograd raises {seen}"))
+                finding = declared[i].finding if i is not None else ""
             elif kind == "unsupported":
                 status, value, detail = "unsupported", np.nan, found
             else:
-                status, value, detail = self._judge(case, wrt, k, found, [(i, declared[i]) for i in matching], claims, rows)
-            verdicts.append(row(case.labels, check=self.name, metric="differentiable.max_rel_err", value=value, status=status,
-                                tensor=wrt, step=k, detail=detail))
+                status, value, detail = self._judge(case, wrt, k, found, [(i, declared[i]) for i in matching],
+                                                    claims, rows)
+            verdicts.append(row(case.labels, check=self.name, metric=DIFFERENTIABLE_MAX_REL_ERR, value=value,
+                                status=status, tensor=wrt, step=k, detail=detail, finding=finding))
             cells.setdefault(wrt, []).append(f"{value:.2g}" if np.isfinite(value) else status[:5])
         deviations = [self._deviation(case, declared[i], claimed) for i, claimed in enumerate(claims) if claimed]
         statuses = {r["status"] for r in verdicts + deviations}
@@ -235,7 +244,7 @@ class DifferentiableCheck:
         worst = max((r["value"] for r in verdicts if r["status"] in ("pass", "fail")), default=np.nan)
         shown, ks = ", ".join(f"{w} {'/'.join(c)}" for w, c in cells.items()), "/".join(map(str, steps))
         detail = f"{len(run.names)} parameters ({', '.join(run.names)}), steps {ks}: {shown}"
-        rows.insert(0, row(case.labels, check=self.name, metric="differentiable.max_rel_err", value=worst,
+        rows.insert(0, row(case.labels, check=self.name, metric=DIFFERENTIABLE_MAX_REL_ERR, value=worst,
                            status="fail" if status == "error" else status, detail=detail))
         line = (f"  {status.upper()[:5]:5} {self.name} {case.impl_name:>10} {case.hset.name:<34} {shown} "
                 f"(steps {ks}, tol {TOLERANCE:g})")
@@ -258,7 +267,7 @@ class DifferentiableCheck:
         try:
             _, jd = torch.autograd.functional.jvp(lambda *xs: run.torch_updates(wrt, k, list(xs)), tuple(inputs),
                                                   tuple(run.tensors(run.d[wrt])))
-        except Exception as exc:  # noqa: BLE001 - autograd raising is the verdict
+        except Exception as exc:
             return "raised", exc
         at = {t: run.reference_updates(wrt, k, t) for t in (-2 * H, -H, 0.0, H, 2 * H)}
         found = compare([j.detach().cpu().numpy() for j in jd], at, run.x["param"])
@@ -280,12 +289,13 @@ class DifferentiableCheck:
             excused |= bool(d) and e > t
             worst = max(worst, e) if ok or e > t else worst  # over what the differences resolve, and anything past tol
             note = f"{'' if ok else ' (the rounding of the differences)'}{f', {kinks} kinks left out' if kinks else ''}"
-            rows.append(row(case.labels, check=self.name, metric="differentiable.max_rel_err", value=e, fqn=fqn, tensor=wrt,
-                            step=k, detail=f"tol {t:.3g}{note}{f', under {d.finding}' if d else ''}"))
+            rows.append(row(case.labels, check=self.name, metric=DIFFERENTIABLE_MAX_REL_ERR, value=e, fqn=fqn,
+                            tensor=wrt, step=k, detail=f"tol {t:.3g}{note}{f', under {d.finding}' if d else ''}"))
         over = max((x for x in free if x[2] > x[3]), default=None)
         status = "fail" if over else "xfail" if excused else "pass"
-        detail = (f"{over[1]}: {over[2]:.3g} > tol {over[3]:.3g}" if over else f"deviates as declared (worst {worst:.3g})"
-                  if excused else f"within tolerance (worst {worst:.3g})")
+        detail = (f"{over[1]}: {over[2]:.3g} > tol {over[3]:.3g}" if over
+                  else f"deviates as declared (worst {worst:.3g})" if excused
+                  else f"within tolerance (worst {worst:.3g})")
         loose, kinks, covered = sum(not r[4] for r in found), sum(r[3] for r in found), len(found) - len(free)
         detail += f"; {covered} FQNs under declared deviations" if covered else ""
         detail += f"; {loose} of {len(found)} FQNs judged within the differences' rounding" if loose else ""
@@ -305,15 +315,16 @@ class DifferentiableCheck:
             judged = [r for _, _, r in claimed]
             value = max((e for e, t, ok in judged if ok or e > t), default=0.0)
             if d.max_err_eps is not None and any(e > t + d.max_err_eps - TOLERANCE for e, t, _ in judged):
-                status, seen = "fail", f"{value:.3g} is beyond the declared bound of {d.max_err_eps:g}: not the known deviation"
+                status, seen = "fail", (f"{value:.3g} is beyond the declared bound of {d.max_err_eps:g}: "
+                                        "not the known deviation")
             elif any(e > t for e, t, _ in judged):
                 status, seen = "xfail", f"still deviates, worst {value:.3g} ({where})"
             elif d.intermittent:  # it shows on some inputs only
                 status, seen = "pass", f"within tolerance on these inputs, worst {value:.3g} ({where})"
             else:
                 status, seen = "xpass", f"within tolerance now, worst {value:.3g} ({where}){fixed}"
-        return row(case.labels, check="deviation", metric="deviation.observed", value=value, status=status, fqn=d.fqn,
-                   tensor=d.tensor, detail=f"{d.finding}: {d.reason} Observed: {seen}")
+        return row(case.labels, check="deviation", metric=DEVIATION_OBSERVED, value=value, status=status, fqn=d.fqn,
+                   tensor=d.tensor, detail=f"{d.finding}: {d.reason} Observed: {seen}", finding=d.finding)
 
 
 def _first(exc: Exception) -> str:

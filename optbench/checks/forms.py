@@ -19,12 +19,13 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from optbench.accuracy import cross_error, cross_tolerance_eps
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import BASELINE, ParityCheck
-from optbench.hyperparameters import accepts
+from optbench.metrics import FORMS_VS_FLOAT_BITWISE, FORMS_VS_FLOAT_MAX_ERR_EPS
+from optbench.numerics.accuracy import cross_error, cross_tolerance_eps
 from optbench.results import row
-from optbench.suite import DTYPES, HparamSet, Suite
+from optbench.suite.hyperparameters import takes
+from optbench.suite.spec import DTYPES, HparamSet, Suite
 
 STEP_LR = {"kind": "step", "step_size": 10, "gamma": 0.5}
 
@@ -55,7 +56,7 @@ def forms(suite: Suite, optimizer_class: type, steps: int) -> list[tuple[HparamS
     base = suite.hparams[0]
     options = {**suite.defaults(optimizer_class), **base.options}
     # a hyperparameter the constructor takes, given as numbers (not already as a Tensor form)
-    has = lambda name: (not accepts(optimizer_class, [name]) and name in options  # noqa: E731
+    has = lambda name: (takes(optimizer_class, name) and name in options  # noqa: E731
                         and "tensor" not in str(options[name]))
     tensor = lambda name: has(name) and takes_tensor(optimizer_class, name)  # noqa: E731
     # Values a float32 Tensor holds exactly, so that a Tensor form and its float twin mean the same numbers.
@@ -99,10 +100,11 @@ def against_twin(case: Case, mine: list[dict], twin: list[dict], declared=frozen
     bitwise = all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
                   for a, b in zip(mine, twin))
     bound = cross_tolerance_eps(len(twin))
-    detail = f"against the {case.label} run: max {x:.3g} eps (bound {bound:.3g}), {'bit-exact' if bitwise else 'not bit-exact'}"
-    return [row(case.labels, check="forms", metric="forms.vs_float_max_err_eps", value=x, unit="eps",
+    detail = (f"against the {case.label} run: max {x:.3g} eps (bound {bound:.3g}), "
+              f"{'bit-exact' if bitwise else 'not bit-exact'}")
+    return [row(case.labels, check="forms", metric=FORMS_VS_FLOAT_MAX_ERR_EPS, value=x, unit="eps",
                 status="pass" if x <= bound else "fail", detail=detail),
-            row(case.labels, check="forms", metric="forms.vs_float_bitwise", value=float(bitwise), detail=detail)]
+            row(case.labels, check="forms", metric=FORMS_VS_FLOAT_BITWISE, value=float(bitwise), detail=detail)]
 
 
 class FormsCheck:
@@ -140,5 +142,6 @@ class FormsCheck:
             rows += twin_rows
             if twin_rows[0]["status"] == "fail":
                 line = ((line + "\n" if line else "")
-                        + f"  FAIL  forms  {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {twin_rows[0]['detail']}")
+                        + f"  FAIL  forms  {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} "
+                          f"{twin_rows[0]['detail']}")
         return Outcome(rows, line)

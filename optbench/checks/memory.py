@@ -1,13 +1,19 @@
 """Optimizer memory on the timing workload: state bytes per FQN and per parameter, and the step's peak
-transient allocation (optbench.peak_memory) per implementation, after one step created the state."""
+transient allocation (optbench.perf.peak_memory) per implementation, after one step created the state."""
 
 from __future__ import annotations
 
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.speed import runnable_cases, state_bytes, stepped_once
-from optbench.peak_memory import peak_transient_bytes
+from optbench.metrics import (
+    MEM_PEAK_TRANSIENT_BYTES,
+    MEM_PEAK_TRANSIENT_BYTES_PER_PARAM,
+    MEM_STATE_BYTES,
+    MEM_STATE_BYTES_PER_PARAM,
+)
+from optbench.perf.case_timing import runnable_cases, state_bytes, stepped_once
+from optbench.perf.peak_memory import peak_transient_bytes
 from optbench.results import row
-from optbench.suite import Suite
+from optbench.suite.spec import Suite
 
 
 class MemoryCheck:
@@ -29,11 +35,12 @@ class MemoryCheck:
         peak = peak_transient_bytes(step, ctx.device)
         labels = case.labels
         how = "allocator peak" if ctx.device.type == "cuda" else "torch.profiler memory records"
-        rows = [row(labels, check="memory", metric="mem.state_bytes", value=total, unit="B"),
-                row(labels, check="memory", metric="mem.state_bytes_per_param", value=total / numel, unit="B"),
-                row(labels, check="memory", metric="mem.peak_transient_bytes", value=peak, unit="B", detail=how),
-                row(labels, check="memory", metric="mem.peak_transient_bytes_per_param", value=peak / numel, unit="B",
+        rows = [row(labels, check="memory", metric=MEM_STATE_BYTES, value=total, unit="B"),
+                row(labels, check="memory", metric=MEM_STATE_BYTES_PER_PARAM, value=total / numel, unit="B"),
+                row(labels, check="memory", metric=MEM_PEAK_TRANSIENT_BYTES, value=peak, unit="B", detail=how),
+                row(labels, check="memory", metric=MEM_PEAK_TRANSIENT_BYTES_PER_PARAM, value=peak / numel, unit="B",
                     detail=how)]
-        rows += [row(labels, check="memory", metric="mem.state_bytes", value=b, unit="B", fqn=fqn) for fqn, b in per_fqn.items()]
+        rows += [row(labels, check="memory", metric=MEM_STATE_BYTES, value=b, unit="B", fqn=fqn)
+                 for fqn, b in per_fqn.items()]
         return Outcome(rows, f"  memory {case.impl_name:>9} {case.dtype:>8}: state {total / numel:.2f} B/param, "
                              f"peak transient {peak / numel:.2f} B/param ({peak / 1e6:.1f} MB)")

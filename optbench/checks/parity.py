@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import torch
 
-from optbench.accuracy import tolerance_eps
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import deviation_rows, split
-from optbench.hyperparameters import accepts, describe
-from optbench.precision import precision_rows
+from optbench.metrics import (
+    CASE_SKIPPED,
+    CASE_UNSUPPORTED,
+    DEVIATION_OBSERVED,
+    PARITY_MAX_ERR_EPS,
+    PARITY_ONE_STEP_MAX_ERR_EPS,
+    PARITY_STEP_MAX_ERR_EPS,
+    PARITY_TOL_EPS,
+)
+from optbench.numerics.accuracy import tolerance_eps
+from optbench.numerics.precision import precision_rows
+from optbench.numerics.trajectory import run_trajectory
 from optbench.results import row
-from optbench.suite import DTYPES, Suite
-from optbench.trajectory import run_trajectory
+from optbench.suite.hyperparameters import describe, not_taken
+from optbench.suite.spec import DTYPES, Suite
 
 BASELINE = "for-loop"
 
@@ -45,7 +54,7 @@ def unsupported(case: Case, ctx: RunContext) -> str:
     """Why the implementation does not take this hparam set ("" if it does)."""
     impl, hset = case.impl, case.hset
     if impl.is_candidate:
-        missing = accepts(impl.optimizer_class, {k for opts in hset.group_options() for k in opts})
+        missing = not_taken(impl.optimizer_class, {k for opts in hset.group_options() for k in opts})
         if missing:
             return f"unsupported by candidate: its constructor takes no {', '.join(sorted(missing))}"
     params = ctx.workload(case.suite, hset, case.dtype).materialize(DTYPES[case.dtype], ctx.device)
@@ -95,7 +104,8 @@ class ParityCheck:
                         skipped.add((impl.name, dtype, why))
                         out.append(Case(suite, impl, dtype, None, ctx.device, skip=why))
                     elif not why and hset.impls is not None and not impl.is_candidate and impl.name not in hset.impls:
-                        out.append(Case(suite, impl, dtype, hset, ctx.device, skip=f"set runs on {', '.join(hset.impls)} only: {hset.note}"))
+                        out.append(Case(suite, impl, dtype, hset, ctx.device,
+                                        skip=f"set runs on {', '.join(hset.impls)} only: {hset.note}"))
                     elif not why:
                         out.append(Case(suite, impl, dtype, hset, ctx.device))
         return out
@@ -106,19 +116,20 @@ class ParityCheck:
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         labels = case.labels
         if case.skip and case.hset is not None:  # the hparam set itself excludes this implementation
-            return Outcome([row(labels, check="parity", metric="case.unsupported", value=1, status="unsupported",
+            return Outcome([row(labels, check="parity", metric=CASE_UNSUPPORTED, value=1, status="unsupported",
                                 detail=case.skip)])
         rejected = complex_rejection(case, ctx) if case.skip else ""
         if rejected:
             why = f"torch rejects complex parameters: {rejected}"
-            return Outcome([row(labels, check="parity", metric="case.unsupported", value=1, status="unsupported", detail=why)],
+            return Outcome([row(labels, check="parity", metric=CASE_UNSUPPORTED, value=1, status="unsupported",
+                                detail=why)],
                            f"  UNSUP parity {case.impl_name:>10} {case.dtype:>8} {'':<34} {why}")
         if case.skip:
-            return Outcome([row(labels, check="parity", metric="case.skipped", value=1, status="skip",
+            return Outcome([row(labels, check="parity", metric=CASE_SKIPPED, value=1, status="skip",
                                 detail=f"not available on {case.device.type}/{case.dtype}: {case.skip}")])
         why = unsupported(case, ctx)
         if why:
-            return Outcome([row(labels, check="parity", metric="case.unsupported", value=1, status="unsupported",
+            return Outcome([row(labels, check="parity", metric=CASE_UNSUPPORTED, value=1, status="unsupported",
                                 detail=f"{why} (options: {describe(case.hset.options)})")],
                            f"  UNSUP parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {why}")
         suite = case.suite
@@ -134,18 +145,22 @@ class ParityCheck:
             if declared is None:
                 raise
             seen = f"still raises {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            return Outcome([row(labels, check="deviation", metric="deviation.observed", value=0, status="xfail",
-                                detail=f"{declared.finding}: {declared.reason} Observed: {seen}"),
-                            row(labels, check="parity", metric="parity.max_err_eps", value=float("nan"), status="xfail",
-                                detail=f"the case raises, as declared ({declared.finding})")],
-                           f"  XFAIL parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {declared.finding}: {seen}")
+            return Outcome([row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=0, status="xfail",
+                                detail=f"{declared.finding}: {declared.reason} Observed: {seen}",
+                                finding=declared.finding),
+                            row(labels, check="parity", metric=PARITY_MAX_ERR_EPS, value=float("nan"), status="xfail",
+                                detail=f"the case raises, as declared ({declared.finding})", finding=declared.finding)],
+                           f"  XFAIL parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} "
+                           f"{declared.finding}: {seen}")
         ctx.scratch[("snapshots", case.impl_name)] = traj.snapshots
-        fixed = [row(labels, check="deviation", metric="deviation.observed", value=1, status="xpass",
-                     detail=f"{d.finding}: {d.reason} Observed: no longer raises: remove the declaration once the fix is released")
+        fixed = [row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=1, status="xpass",
+                     detail=f"{d.finding}: {d.reason} Observed: no longer raises: "
+                            "remove the declaration once the fix is released")
                  for d in raising]
         deviations = [d for d in suite.deviations_for(case.impl_name, case.dtype, case.hset.name) if not d.raises]
         gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
-        ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor) for _, errs in declared for e in errs.itertuples()}
+        ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor)
+                                                     for _, errs in declared for e in errs.itertuples()}
         rows, line = self._rows(case, gated, declared)
         return Outcome(rows + precision_rows(case.labels, traj.dtypes) + fixed, line)
 
@@ -172,23 +187,30 @@ class ParityCheck:
         worst_err = float(drift.err_eps.max()) if len(drift) else 0.0
         steps = int(drift.step.max()) if len(drift) else 0
         tol = float(drift.tol.max()) if len(drift) else tolerance_eps(steps)  # each row's own (master copies: tighter)
-        rows = [row(labels, check="parity", metric="parity.max_err_eps", value=worst_err, unit="eps", status=status, detail=detail),
-                row(labels, check="parity", metric="parity.tol_eps", value=tol, unit="eps")]
-        rows += [row(labels, check="parity", metric="parity.max_err_eps", value=err, unit="eps", fqn=fqn, tensor=tensor)
+        gate = str(first.kind) if len(over) else ""
+        findings = ",".join(sorted({d.finding for d, _ in declared}))
+        rows = [row(labels, check="parity", metric=PARITY_MAX_ERR_EPS, value=worst_err, unit="eps", status=status,
+                    detail=detail, gate=gate, finding=findings if status in ("xfail", "xpass") else ""),
+                row(labels, check="parity", metric=PARITY_TOL_EPS, value=tol, unit="eps")]
+        rows += [row(labels, check="parity", metric=PARITY_MAX_ERR_EPS, value=err, unit="eps", fqn=fqn, tensor=tensor,
+                     gate="trajectory")
                  for (fqn, tensor), err in drift.groupby(["fqn", "tensor"]).err_eps.max().items()]
-        rows += [row(labels, check="parity", metric="parity.step_max_err_eps", value=err, unit="eps", step=int(step))
+        rows += [row(labels, check="parity", metric=PARITY_STEP_MAX_ERR_EPS, value=err, unit="eps", step=int(step))
                  for step, err in drift.groupby("step").err_eps.max().items()]
         if len(local):
             local_over = local[local.err_eps > local.tol]
-            rows.append(row(labels, check="parity", metric="parity.one_step_max_err_eps", value=float(local.err_eps.max()),
-                            unit="eps", status="fail" if len(local_over) else "pass",
+            rows.append(row(labels, check="parity", metric=PARITY_ONE_STEP_MAX_ERR_EPS,
+                            value=float(local.err_eps.max()), unit="eps", status="fail" if len(local_over) else "pass",
+                            gate="one-step",
                             detail=("each step from the implementation's own state; the parameter's update in eps of "
                                     f"the update (tolerance {float(local.tol.max()):g})")))
-            rows += [row(labels, check="parity", metric="parity.one_step_max_err_eps", value=err, unit="eps", fqn=fqn,
-                         tensor=tensor) for (fqn, tensor), err in local.groupby(["fqn", "tensor"]).err_eps.max().items()]
+            rows += [row(labels, check="parity", metric=PARITY_ONE_STEP_MAX_ERR_EPS, value=err, unit="eps", fqn=fqn,
+                         tensor=tensor, gate="one-step")
+                     for (fqn, tensor), err in local.groupby(["fqn", "tensor"]).err_eps.max().items()]
         rows += dev_rows
         shown = {"pass": "PASS", "fail": "FAIL", "xfail": "XFAIL", "xpass": "XPASS"}[status]
         one = f" one-step {float(local.err_eps.max()):7.3g}" if len(local) else ""
-        line = (f"  {shown:5} parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} max {worst_err:9.3g} eps{one}"
+        line = (f"  {shown:5} parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} "
+                f"max {worst_err:9.3g} eps{one}"
                 + ("" if status == "pass" else f"  ({detail})"))
         return rows, line

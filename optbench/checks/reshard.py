@@ -1,5 +1,5 @@
 """Resharding with torch.distributed: save sharded on N ranks with DCP, continue on M ranks and in one
-plain process, compare with the uninterrupted single-process run (``optbench.reshard``).
+plain process, compare with the uninterrupted single-process run (``optbench.state.reshard``).
 
 Opt-in: ``checks=[reshard]``, settings under ``reshard:`` in suites/config.yaml. One case per for-loop,
 foreach and fused implementation, on the suite's ``roundtrip_hparams`` at ``reshard.dtype``; one row per
@@ -17,9 +17,10 @@ from omegaconf import DictConfig, ListConfig
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import update_eps
-from optbench.errors import UsageError
+from optbench.metrics import RESHARD_MAX_ERR_EPS
 from optbench.results import row
-from optbench.suite import DTYPES, Suite
+from optbench.suite.spec import DTYPES, Suite
+from optbench.usage import UsageError
 
 IMPLS = ("for-loop", "foreach", "fused")
 BACKENDS = ("auto", "gloo", "nccl")
@@ -73,7 +74,7 @@ def _closure_driven_reason(case: Case, workload) -> str:
     """Why a closure-driven optimizer (LBFGS) is not resharded, from what torch does when asked."""
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    from optbench.reshard import module_of, one_line
+    from optbench.state.reshard import module_of, one_line
 
     model = module_of(workload.materialize(DTYPES[case.dtype], torch.device("cpu")))
     optimizer = case.hset.build(case.impl, dict(model.named_parameters()), workload.names).optimizer
@@ -102,7 +103,7 @@ class ReshardCheck:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
-        from optbench.reshard import SINGLE, Job, reshard
+        from optbench.state.reshard import SINGLE, ReshardJob, reshard
 
         s = settings(ctx.cfg, ctx.device)
         targets = (*s.to_ranks, SINGLE)
@@ -116,11 +117,11 @@ class ReshardCheck:
             if have < need or not torch.distributed.is_nccl_available():
                 skip = f"backend nccl needs {need} CUDA devices (found {have})"
         if skip:
-            rows = [row(case.labels, check="reshard", metric="reshard.max_err_eps", value=float("nan"), unit="eps",
+            rows = [row(case.labels, check="reshard", metric=RESHARD_MAX_ERR_EPS, value=float("nan"), unit="eps",
                         status="skip", detail=f"{name}: {skip}") for name in names]
             return Outcome(rows, f"  SKIP  reshard {case.suite.name} {case.impl_name} {case.dtype}: {skip}")
         coarse = update_eps(case.suite, case.dtype)
-        job = Job(case.impl, case.hset, workload, DTYPES[case.dtype], s.steps, s.save_at, s.backend, s.timeout_s,
+        job = ReshardJob(case.impl, case.hset, workload, DTYPES[case.dtype], s.steps, s.save_at, s.backend, s.timeout_s,
                   update_eps=coarse)
         declared = case.suite.deviations_for(case.impl_name, case.dtype, case.hset.name, check="reshard")
         rows, lines = [], []
@@ -141,8 +142,9 @@ class ReshardCheck:
             if declared and status in ("pass", "fail"):  # a recorded upstream reason
                 status = {"fail": "xfail", "pass": "pass" if declared[0].intermittent else "xpass"}[status]
                 detail += f"; declared: {declared[0].finding}: {declared[0].reason}"
-            rows.append(row(case.labels, check="reshard", metric="reshard.max_err_eps", value=d.max_err_eps,
-                            unit="eps", status=status, detail=detail, step=s.steps))
+            rows.append(row(case.labels, check="reshard", metric=RESHARD_MAX_ERR_EPS, value=d.max_err_eps,
+                            unit="eps", status=status, detail=detail, step=s.steps,
+                            finding=declared[0].finding if declared and status != d.status else ""))
             verdict = d.error or f"max {d.max_err_eps:.3g} eps (tolerance {d.tolerance:g})"
             label = f"{case.suite.name} {case.impl_name} {case.dtype}"
             lines.append(f"  {status.upper():5} reshard {label}: {name}: {verdict}")

@@ -16,10 +16,11 @@ from pathlib import Path
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.speed import timing_rows
+from optbench.metrics import CASE_SKIP, SCALING_PARAMS, SCALING_TENSORS
+from optbench.perf.case_timing import timing_rows
+from optbench.perf.roofline import STREAMS
 from optbench.results import row
-from optbench.roofline import STREAMS
-from optbench.suite import DTYPES, Suite
+from optbench.suite.spec import DTYPES, Suite
 
 MAX_COMPILED_TENSORS = 64
 
@@ -63,7 +64,8 @@ class ScalingCheck:
     def _too_long(impl, workload: str) -> str:
         count = int(workload.split("-")[1]) if workload.startswith("tensors-") else 0
         if impl.compiled and count > MAX_COMPILED_TENSORS:
-            return f"compiling a step over {count} tensors takes minutes (the compiled variant runs up to {MAX_COMPILED_TENSORS})"
+            return (f"compiling a step over {count} tensors takes minutes "
+                    f"(the compiled variant runs up to {MAX_COMPILED_TENSORS})")
         return ""
 
     def group(self, case: Case) -> tuple:
@@ -72,16 +74,18 @@ class ScalingCheck:
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         labels = case.labels
         if case.skip:
-            return Outcome([row(labels, check=self.name, metric="case.skip", value=0, status="skip", detail=case.skip)])
+            return Outcome([row(labels, check=self.name, metric=CASE_SKIP, value=0, status="skip", detail=case.skip)])
         workload = ctx.timing_workload(case.suite, case.hset, case.dtype, case.workload)
         need = needed_bytes(case.suite.optimizer or "", workload.numel, DTYPES[case.dtype])
         budget = float(ctx.cfg.scaling.memory_fraction) * available_bytes(ctx.device)
-        size_rows = [row(labels, check=self.name, metric="scaling.params", value=workload.numel),
-                     row(labels, check=self.name, metric="scaling.tensors", value=len(workload.specs))]
+        size_rows = [row(labels, check=self.name, metric=SCALING_PARAMS, value=workload.numel),
+                     row(labels, check=self.name, metric=SCALING_TENSORS, value=len(workload.specs))]
         if need > budget:
-            why = f"needs about {need / 1e9:.1f} GB, more than {budget / 1e9:.1f} GB (scaling.memory_fraction of free memory)"
-            return Outcome(size_rows + [row(labels, check=self.name, metric="case.skip", value=0, status="skip",
-                                            detail=why)], f"  scaling {case.impl_name:>10} {case.workload}: skip, {why}")
+            why = (f"needs about {need / 1e9:.1f} GB, more than {budget / 1e9:.1f} GB "
+                   "(scaling.memory_fraction of free memory)")
+            return Outcome(size_rows + [row(labels, check=self.name, metric=CASE_SKIP, value=0, status="skip",
+                                            detail=why)],
+                           f"  scaling {case.impl_name:>10} {case.workload}: skip, {why}")
         rows, timing, pct, _ = timing_rows(case, ctx, self.name)
         return Outcome(size_rows + rows, f"  scaling {case.impl_name:>10} {case.dtype:>8} {case.workload:>14} "
                                          f"({workload.numel:.2e} params, {len(workload.specs)} tensors): "

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from optbench.report import forms, matrix, performance, plots, roundtrip, tables
-from optbench.report.load import load_results, normalize
+from optbench.results import load_results, normalize
 
 
 def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
@@ -39,12 +39,15 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
                 ("Worst tensors (failing cases, top 5)", tables.worst(rows)),
                 ("Hyperparameter forms (`=`: bit-exact with the float form; `rejected`: torch refuses it)",
                  forms.table(rows)),
-                ("Cross-implementation agreement", tables.cross(rows)), ("Declared deviations", tables.deviations(rows)),
-                ("Error inputs", tables.errors(rows)), ("state_dict round-trip matrix (by name · what torch's positional "
-                                                    "load_state_dict did)", roundtrip.table(rows)),
+                ("Cross-implementation agreement", tables.cross(rows)),
+                ("Declared deviations", tables.deviations(rows)),
+                ("Error inputs", tables.errors(rows)),
+                ("state_dict round-trip matrix (by name · what torch's positional "
+                 "load_state_dict did)", roundtrip.table(rows)),
                 ("torch's positional load per scenario (cases)", roundtrip.silently_wrong(rows)),
                 ("Speed (contiguous model workload; roofline: docs/performance.md)", performance.speed(wide)),
-                ("Edge-case overheads (time per stepped parameter over the contiguous model's)", performance.overheads(rows)),
+                ("Edge-case overheads (time per stepped parameter over the contiguous model's)",
+                 performance.overheads(rows)),
                 ("Memory (state, and the step's peak transient allocation)", performance.memory(rows)),
                 ("Scaling", performance.scaling(rows)),
                 ("Cases without a verdict (errors, unsupported, skipped)", tables.not_run(rows))]

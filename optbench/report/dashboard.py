@@ -18,12 +18,27 @@ import numpy as np
 import pandas as pd
 
 import optbench
-from optbench.errors import EXIT_OK, UsageError
-from optbench.history import default_history_dir, read_history
+from optbench.engine.history import default_history_dir, read_history
+from optbench.metrics import (
+    MEM_PEAK_TRANSIENT_BYTES,
+    MEM_PEAK_TRANSIENT_BYTES_PER_PARAM,
+    MEM_STATE_BYTES,
+    MEM_STATE_BYTES_PER_PARAM,
+    ROOFLINE_BYTES_PER_PARAM,
+    ROOFLINE_PCT,
+    ROOFLINE_PROBE_GB_PER_S,
+    SCALING_PARAMS,
+    SPEED_GB_PER_S,
+    SPEED_OVERHEAD,
+    TIME_COMPILE_S,
+    TIME_STEP_MS,
+    TIME_STEP_MS_CV,
+)
 from optbench.report import dashboard_charts as charts
 from optbench.report import dashboard_data as data
 from optbench.report import dashboard_html as h
 from optbench.report.tables import num
+from optbench.usage import EXIT_OK, UsageError
 
 SECTIONS = {"runs": "Runs", "history": "Step time history", "parity": "Parity matrix (latest)",
             "roofline": "Roofline and bandwidth (latest)", "memory": "Memory (latest)", "findings": "Findings (latest)"}
@@ -47,12 +62,15 @@ def runs_section(runs: pd.DataFrame) -> str:
                    + ", ".join(dict.fromkeys((s or "nogit")[:7] for s in runs["git_sha"])),
         "Runs": (f"{len(runs)}, {runs['created'].iloc[0]} to {last['created']}" if len(runs) > 1
                  else f"1, {last['created']}"),
-        "Last run": f"{last['created']}: {last['suites']} on {last['device']}, commit {(last['git_sha'] or 'nogit')[:7]}, "
+        "Last run": f"{last['created']}: {last['suites']} on {last['device']}, "
+                    f"commit {(last['git_sha'] or 'nogit')[:7]}, "
                     f"torch {last['torch']}"}
     table = runs.assign(commit=runs["git_sha"].str[:7].replace("", "nogit"), wall_s=runs["wall_s"].map(num))[
-        ["created", "commit", "machine", "torch", "suites", "device", "wall_s", "run"]].rename(columns={"wall_s": "wall s"})
+        ["created", "commit", "machine", "torch", "suites", "device", "wall_s", "run"]
+    ].rename(columns={"wall_s": "wall s"})
     dl = "".join(f"<dt>{h.e(k)}</dt><dd>{h.e(v)}</dd>" for k, v in facts.items())
-    return f'<dl class="facts">{dl}</dl>' + h.details(f"Every run ({len(runs)})", h.table(table, numeric=("wall s",)), False)
+    return (f'<dl class="facts">{dl}</dl>'
+            + h.details(f"Every run ({len(runs)})", h.table(table, numeric=("wall s",)), False))
 
 
 def history_section(rows: pd.DataFrame, runs: pd.DataFrame) -> str:
@@ -61,7 +79,8 @@ def history_section(rows: pd.DataFrame, runs: pd.DataFrame) -> str:
         return h.none("No speed rows in these runs (checks=[speed]).")
     parts = ['<p class="note">Median step time per run; the band is the rounds\' interquartile range (median '
              '&plusmn; IQR/2 where the rounds were not recorded). "slower"/"faster": the latest run against the one '
-             'before, more than 10 % apart with bands that do not overlap.</p>']
+             'before, by <code>optbench compare</code>\'s rule (Mann-Whitney on the rounds, p &lt; 0.01, and more '
+             'than 5 % apart).</p>']
     suites = sorted(series["suite"].unique())
     for suite in suites:
         body = []
@@ -115,7 +134,8 @@ def parity_section(latest: pd.DataFrame, runs: pd.DataFrame) -> str:
             'sets have it (pass 7: all seven pass; FAIL 2/7: two of seven fail). FAIL: past tolerance; xfail: a '
             'declared upstream deviation (docs/findings.md); n/a: the implementation does not take the set; ERR: it '
             'raised. Hover a cell for the sets and the worst error.</p>')
-    return note + h.table(frame, classes=pd.DataFrame(classes, columns=names), titles=pd.DataFrame(titles, columns=names))
+    return note + h.table(frame, classes=pd.DataFrame(classes, columns=names),
+                          titles=pd.DataFrame(titles, columns=names))
 
 
 def _bar(pct: float) -> str:
@@ -139,33 +159,35 @@ def _drop_empty(frame: pd.DataFrame, metrics) -> pd.DataFrame:
 def roofline_section(latest: pd.DataFrame) -> str:
     keys = [*_machine_keys(latest), "suite", "impl", "dtype"]
     speed = latest[(latest["check"] == "speed") & latest["workload"].isin(data.MAIN_WORKLOADS)]
-    metrics = ["time.step_ms", "time.step_ms_cv", "speed.gb_per_s", "roofline.pct", "roofline.bytes_per_param",
-               "roofline.probe_gb_per_s", "time.compile_s"]
+    metrics = [TIME_STEP_MS, TIME_STEP_MS_CV, SPEED_GB_PER_S, ROOFLINE_PCT, ROOFLINE_BYTES_PER_PARAM,
+               ROOFLINE_PROBE_GB_PER_S, TIME_COMPILE_S]
     main = data.sort_cases(_drop_empty(data.wide(speed, keys, metrics), metrics))
     parts = []
     if main.empty:
         parts.append(h.none("No speed rows in these runs (checks=[speed])."))
     else:
-        names = {"time.step_ms": "median ms", "time.step_ms_cv": "CV", "speed.gb_per_s": "GB/s",
-                 "roofline.pct": "roofline", "roofline.bytes_per_param": "bytes/param",
-                 "roofline.probe_gb_per_s": "probe GB/s", "time.compile_s": "compile s"}
+        names = {TIME_STEP_MS: "median ms", TIME_STEP_MS_CV: "CV", SPEED_GB_PER_S: "GB/s",
+                 ROOFLINE_PCT: "roofline", ROOFLINE_BYTES_PER_PARAM: "bytes/param",
+                 ROOFLINE_PROBE_GB_PER_S: "probe GB/s", TIME_COMPILE_S: "compile s"}
         shown = main[keys].copy()
         for m in metrics:
             if m in main:
-                fmt = {"roofline.pct": _bar, "time.step_ms_cv": lambda v: f"{v:.0%}" if np.isfinite(v) else ""}.get(m, num)
+                fmt = {ROOFLINE_PCT: _bar, TIME_STEP_MS_CV: lambda v: f"{v:.0%}" if np.isfinite(v) else ""}.get(m, num)
                 shown[names[m]] = main[m].map(fmt)
         parts += ['<p class="note">At the latest run with speed rows, on the main workload. roofline: the step\'s '
                   'bytes moved per second as a percentage of the bandwidth a copy of the same size reaches '
                   '(probe GB/s).</p>',
-                  _by_suite(shown, numeric=[v for k, v in names.items() if k in main and k != "roofline.pct"], raw=("roofline",))]
+                  _by_suite(shown, numeric=[v for k, v in names.items() if k in main and k != ROOFLINE_PCT],
+                            raw=("roofline",))]
     overhead = latest[(latest["check"] == "speed") & ~latest["workload"].isin(data.MAIN_WORKLOADS)
-                      & (latest["metric"] == "speed.overhead") & (latest["fqn"] == "")]
+                      & (latest["metric"] == SPEED_OVERHEAD) & (latest["fqn"] == "")]
     if not overhead.empty:
         table = overhead.pivot_table(index=keys, columns="workload", values="value", aggfunc="first").reset_index()
         table = data.sort_cases(table)
         workloads = sorted(set(overhead["workload"]))
         parts += ["<h3>Overhead workloads (time relative to the main workload's per-parameter cost)</h3>",
-                  _by_suite(table.assign(**{w: table[w].map(lambda v: f"{num(v)}x" if num(v) else "") for w in workloads}),
+                  _by_suite(table.assign(**{w: table[w].map(lambda v: f"{num(v)}x" if num(v) else "")
+                                            for w in workloads}),
                             numeric=workloads)]
     parts.append(scaling_part(latest, keys))
     return "".join(parts)
@@ -173,8 +195,8 @@ def roofline_section(latest: pd.DataFrame) -> str:
 
 def scaling_part(latest: pd.DataFrame, keys: list[str]) -> str:
     sc = latest[(latest["check"] == "scaling") & latest["workload"].str.startswith("params-")]  # the size sweep
-    frame = data.wide(sc, [*keys, "workload"], ["scaling.params", "time.step_ms", "roofline.pct"])
-    frame = frame.rename(columns={"scaling.params": "params"}).dropna(subset=["params", "time.step_ms"])
+    frame = data.wide(sc, [*keys, "workload"], [SCALING_PARAMS, TIME_STEP_MS, ROOFLINE_PCT])
+    frame = frame.rename(columns={SCALING_PARAMS: "params"}).dropna(subset=["params", TIME_STEP_MS])
     if frame.empty:
         return ""
     parts = ["<h3>Scaling (step time and roofline % against the number of parameters)</h3>"]
@@ -186,17 +208,17 @@ def scaling_part(latest: pd.DataFrame, keys: list[str]) -> str:
 
 def memory_section(latest: pd.DataFrame) -> str:
     keys = [*_machine_keys(latest), "suite", "impl", "dtype"]
-    metrics = ["mem.state_bytes_per_param", "mem.peak_transient_bytes_per_param", "mem.state_bytes",
-               "mem.peak_transient_bytes"]
+    metrics = [MEM_STATE_BYTES_PER_PARAM, MEM_PEAK_TRANSIENT_BYTES_PER_PARAM, MEM_STATE_BYTES,
+               MEM_PEAK_TRANSIENT_BYTES]
     frame = data.sort_cases(_drop_empty(data.wide(latest[latest["check"] == "memory"], keys, metrics), metrics))
     if frame.empty:
         return h.none("No memory rows in these runs (checks=[memory]).")
-    names = {"mem.state_bytes_per_param": "state B/param", "mem.peak_transient_bytes_per_param": "peak transient B/param",
-             "mem.state_bytes": "state bytes", "mem.peak_transient_bytes": "peak transient bytes"}
+    names = {MEM_STATE_BYTES_PER_PARAM: "state B/param", MEM_PEAK_TRANSIENT_BYTES_PER_PARAM: "peak transient B/param",
+             MEM_STATE_BYTES: "state bytes", MEM_PEAK_TRANSIENT_BYTES: "peak transient bytes"}
     shown = frame[keys].copy()
     for m in metrics:
         if m in frame:
-            fmt = (lambda v: num(v, ",.0f")) if m in ("mem.state_bytes", "mem.peak_transient_bytes") else num
+            fmt = (lambda v: num(v, ",.0f")) if m in (MEM_STATE_BYTES, MEM_PEAK_TRANSIENT_BYTES) else num
             shown[names[m]] = frame[m].map(fmt)
     note = ('<p class="note">Optimizer state after one step on the speed workload, and the peak of memory the step '
             'allocates and frees (transient), per trained parameter.</p>')
@@ -222,7 +244,7 @@ def findings_section(latest: pd.DataFrame, titles: dict[str, str]) -> str:
 
 
 def build_html(runs: pd.DataFrame, rows: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
-    """The dashboard page for ``runs``/``rows`` (``optbench.history.read_history``)."""
+    """The dashboard page for ``runs``/``rows`` (``optbench.engine.history.read_history``)."""
     latest = data.latest(rows, runs, set(rows["check"]))
     bodies = {"runs": runs_section(runs), "history": history_section(rows, runs),
               "parity": parity_section(latest[latest["check"] == "parity"], runs),
@@ -264,17 +286,18 @@ def dashboard_command(paths: list[Path], out: Path | None, screenshot: Path | No
         raise UsageError(f"no such file or directory: {missing[0]}"
                          + (" (the configured history_dir: no run has been recorded there yet)" if default else ""))
     if screenshot is not None:
-        from optbench.report.dashboard_browser import find_chromium
+        from optbench.report.screenshot import find_chromium
 
         if find_chromium() is None:
             raise UsageError("--screenshot needs Chromium (apt-get install chromium, or set OPTBENCH_CHROMIUM)")
     path = write_dashboard(paths, out or DEFAULT_OUT, machine, torch)
     print(f"dashboard: {path}")
     if screenshot is not None:
-        from optbench.report.dashboard_browser import BrowserError, screenshot as shoot
+        from optbench.report.screenshot import ScreenshotError
+        from optbench.report.screenshot import screenshot as shoot
 
         try:
             print(f"screenshot: {shoot(path, screenshot)}")
-        except BrowserError as exc:
+        except ScreenshotError as exc:
             raise UsageError(str(exc)) from None
     return EXIT_OK

@@ -11,11 +11,12 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from optbench.report.dashboard_data import dtype_rank, impl_rank  # noqa: E402
+from optbench.metrics import ROOFLINE_PCT, TIME_STEP_MS
+from optbench.report.dashboard_data import dtype_rank, impl_rank
 
 MAX_TICKS = 12
 
@@ -71,16 +72,17 @@ def scaling(frame: pd.DataFrame, title: str, salt: str) -> str:
     """Step time (log-log) and roofline % (log x) against the parameter count, a line per impl x dtype."""
     keys = sorted(dict.fromkeys(zip(frame["impl"], frame["dtype"])), key=lambda k: (dtype_rank(k[1]), impl_rank(k[0])))
     colors = _colors(keys)
-    panels = [("time.step_ms", "median step time (ms)", True)]
-    if frame["roofline.pct"].notna().any():
-        panels.append(("roofline.pct", "% of the bandwidth roofline", False))
+    panels = [(TIME_STEP_MS, "median step time (ms)", True)]
+    if frame[ROOFLINE_PCT].notna().any():
+        panels.append((ROOFLINE_PCT, "% of the bandwidth roofline", False))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 1.6, 3.3), squeeze=False)
     for ax, (metric, ylabel, logy) in zip(axes[0], panels):
         for key in keys:
             line = frame[(frame["impl"] == key[0]) & (frame["dtype"] == key[1])].dropna(subset=["params", metric])
             line = line[line["params"] > 0].sort_values("params")
             if not line.empty:
-                ax.plot(line["params"], line[metric], marker="o", markersize=3, color=colors[key], label=f"{key[0]} {key[1]}")
+                ax.plot(line["params"], line[metric], marker="o", markersize=3, color=colors[key],
+                        label=f"{key[0]} {key[1]}")
         ax.set_xscale("log")
         if logy:
             ax.set_yscale("log")

@@ -1,7 +1,7 @@
 """What the dashboard shows, as frames: the step-time series over runs, the latest rows of each check,
 the parity verdict per suite x implementation x dtype, and the declared findings seen.
 
-Every function takes the tidy history frame (``optbench.history.read_history``: result rows plus
+Every function takes the tidy history frame (``optbench.engine.history.read_history``: result rows plus
 ``run``, ``created``, ``git_sha``, ``machine``, ``torch``) and the runs frame, oldest run first.
 """
 
@@ -13,15 +13,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS, TIME_ROUND_MS, TIME_STEP_MS, TIME_STEP_MS_IQR
+from optbench.perf.compare import Rule, compare_case
 from optbench.report import matrix
+from optbench.results import CASE_KEY
 
 MAIN_WORKLOADS = ("model", "")  # the speed check's main figure ("" before results schema 3)
-CASE = ["machine", "suite", "impl", "dtype"]
+CASE = ["machine", *CASE_KEY[:3]]  # a cell: machine, suite, impl, dtype (hparams kept apart, per cell)
 # worst first: a suite/impl/dtype cell shows the worst verdict over its hparam sets
 VERDICT_ORDER = ("error", "fail", "xpass", "xfail", "pass", "unsupported", "skip")
 SHOWN = {"error": "ERR", "fail": "FAIL", "xpass": "XPASS", "xfail": "xfail", "pass": "pass", "unsupported": "n/a",
          "skip": "skip"}
-FINDING = re.compile(r"\bF\d{2,3}\b")
 
 
 def run_label(run: pd.Series) -> str:
@@ -43,7 +45,7 @@ def dtype_rank(dtype: str) -> tuple:
 def needed(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows the dashboard reads (a run's per-tensor parity rows, its bulk, are left out)."""
     aggregate = rows["fqn"].eq("") & (rows["check"].isin(["speed", "memory", "scaling"])
-                                      | rows["metric"].isin(["parity.max_err_eps", "parity.tol_eps"]))
+                                      | rows["metric"].isin([PARITY_MAX_ERR_EPS, PARITY_TOL_EPS]))
     return rows[aggregate | rows["status"].isin(["error", "unsupported", "xfail"])]
 
 
@@ -61,17 +63,19 @@ def latest(rows: pd.DataFrame, runs: pd.DataFrame, checks) -> pd.DataFrame:
 def step_series(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Median step time per case and run, with its band: the rounds' quartiles (``time.round_ms``) where
     recorded, else median +- IQR/2. Columns: machine, suite, impl, dtype, hparams, run, x (the run's index
-    in time), label, ms, lo, hi, iqr."""
+    in time), label, ms, lo, hi, iqr, rounds (the round times, for ``changes``)."""
     speed = rows[(rows["check"] == "speed") & (rows["fqn"] == "") & rows["workload"].isin(MAIN_WORKLOADS)]
     keys = [*CASE, "hparams", "run"]
-    med = speed[speed["metric"] == "time.step_ms"].drop_duplicates(keys).set_index(keys)["value"].rename("ms")
+    med = speed[speed["metric"] == TIME_STEP_MS].drop_duplicates(keys).set_index(keys)["value"].rename("ms")
     if med.empty:
-        return pd.DataFrame(columns=[*keys, "x", "label", "ms", "lo", "hi", "iqr"])
-    iqr = speed[speed["metric"] == "time.step_ms_iqr"].drop_duplicates(keys).set_index(keys)["value"].rename("iqr")
+        return pd.DataFrame(columns=[*keys, "x", "label", "ms", "lo", "hi", "iqr", "rounds"])
+    iqr = speed[speed["metric"] == TIME_STEP_MS_IQR].drop_duplicates(keys).set_index(keys)["value"].rename("iqr")
     out = med.to_frame().join(iqr)
-    rounds = speed[speed["metric"] == "time.round_ms"].groupby(keys)["value"]
-    quart = pd.DataFrame({"q1": rounds.quantile(0.25), "q3": rounds.quantile(0.75)})
+    rounds = speed[speed["metric"] == TIME_ROUND_MS].groupby(keys)["value"]
+    quart = pd.DataFrame({"q1": rounds.quantile(0.25), "q3": rounds.quantile(0.75),
+                          "rounds": rounds.agg(lambda v: v.to_numpy(float))})
     out = out.join(quart).reset_index()
+    out["rounds"] = [r if isinstance(r, np.ndarray) else np.array([]) for r in out["rounds"]]
     half = out["iqr"].fillna(0) / 2
     out["lo"] = out["q1"].where(out["q1"].notna(), (out["ms"] - half).clip(lower=0))
     out["hi"] = out["q3"].where(out["q3"].notna(), out["ms"] + half)
@@ -81,9 +85,10 @@ def step_series(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["q1", "q3"]).sort_values(["x", *CASE]).reset_index(drop=True)
 
 
-def changes(series: pd.DataFrame) -> pd.DataFrame:
-    """Per case: the latest median, IQR, and its change from the run before, called a change only where the
-    two bands do not overlap and the medians differ by more than 10 %."""
+def changes(series: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
+    """Per case: the latest median, IQR, and its change from the run before, judged by ``optbench compare``'s
+    rule (``optbench.perf.compare.compare_case``: Mann-Whitney on the two runs' rounds, and a ratio beyond
+    the threshold); "n/a" where either run has too few rounds."""
     out = []
     for key, case in series.groupby([*CASE, "hparams"], sort=False):
         case = case.sort_values("x")
@@ -92,8 +97,7 @@ def changes(series: pd.DataFrame) -> pd.DataFrame:
         change, verdict = np.nan, ""
         if before is not None and before["ms"] > 0:
             change = now["ms"] / before["ms"] - 1
-            apart = now["lo"] > before["hi"] or now["hi"] < before["lo"]
-            verdict = ("slower" if change > 0 else "faster") if apart and abs(change) > 0.10 else "same"
+            verdict = compare_case(before["rounds"], now["rounds"], before["ms"], now["ms"], rule)["verdict"]
         out.append((*key, now["ms"], now["iqr"], len(case), change, verdict))
     return pd.DataFrame(out, columns=[*CASE, "hparams", "ms", "iqr", "runs", "change", "verdict"])
 
@@ -110,7 +114,8 @@ def parity_cells(rows: pd.DataFrame) -> pd.DataFrame:
             ratio = cases["value"] / cases["tol"]
             finite = ratio[np.isfinite(ratio) | np.isposinf(ratio)]
             top = cases.loc[finite.idxmax()] if len(finite) else None
-            where = f"worst {top['value']:.3g} eps (tol {top['tol']:.3g}) in {top['hparams']}" if top is not None else ""
+            where = (f"worst {top['value']:.3g} eps (tol {top['tol']:.3g}) in {top['hparams']}" if top is not None
+                     else "")
             bad = cases[cases["status"] == worst]["hparams"]
             out.append((machine, suite, impl, dtype, worst, int((cases["status"] == worst).sum()), len(cases),
                         finite.max() if len(finite) else np.nan, where, ", ".join(bad)))
@@ -134,13 +139,16 @@ def findings(rows: pd.DataFrame) -> pd.DataFrame:
     xfail = rows[rows["status"] == "xfail"]
     seen: dict[str, list] = {}
     for r in xfail.itertuples():
-        for fid in dict.fromkeys(FINDING.findall(r.detail)):
+        for fid in dict.fromkeys(f for f in r.finding.split(",") if f):
             seen.setdefault(fid, []).append(r)
     out = []
     for fid in sorted(seen, key=lambda f: int(f[1:])):
         hits = seen[fid]
-        example = min((h.detail for h in hits), key=lambda d: (len(d), d))
-        out.append((fid, ", ".join(sorted({h.suite for h in hits})), ", ".join(sorted({h.impl for h in hits}, key=impl_rank)),
+        # the declaration's own words where a deviation row carries them, else the shortest detail
+        example = min(((h.check != "deviation", len(h.detail), h.detail) for h in hits if h.detail),
+                      default=(0, 0, ""))[2]
+        out.append((fid, ", ".join(sorted({h.suite for h in hits})),
+                    ", ".join(sorted({h.impl for h in hits}, key=impl_rank)),
                     ", ".join(sorted({h.dtype for h in hits if h.dtype}, key=dtype_rank)), len(hits), example))
     return pd.DataFrame(out, columns=["finding", "suites", "impls", "dtypes", "rows", "detail"])
 
@@ -160,4 +168,5 @@ def sort_cases(frame: pd.DataFrame) -> pd.DataFrame:
         return frame
     key = {"impl": lambda s: s.map(impl_rank), "dtype": lambda s: s.map(dtype_rank)}
     cols = [c for c in ("machine", "suite", "workload", "impl", "dtype") if c in frame.columns]
-    return frame.sort_values(cols, key=lambda s: key[s.name](s) if s.name in key else s, kind="stable").reset_index(drop=True)
+    return frame.sort_values(cols, key=lambda s: key[s.name](s) if s.name in key else s,
+                             kind="stable").reset_index(drop=True)

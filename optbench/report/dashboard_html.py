@@ -8,12 +8,15 @@ import html
 import pandas as pd
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1240px;padding:0 16px;color:#1d2329}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;\
+max-width:1240px;padding:0 16px;color:#1d2329}
 h1{font-size:24px;margin:0 0 8px}h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d5dbe1;padding-bottom:4px}
 h3{font-size:15px;margin:18px 0 6px}summary{cursor:pointer;font-weight:600;margin:8px 0}
-table{border-collapse:collapse;margin:6px 0 14px;font-size:12.5px}th,td{border:1px solid #d5dbe1;padding:3px 7px;text-align:left}
+table{border-collapse:collapse;margin:6px 0 14px;font-size:12.5px}\
+th,td{border:1px solid #d5dbe1;padding:3px 7px;text-align:left}
 th{background:#f1f4f7}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:8px 0}.facts dt{font-weight:600}.facts dd{margin:0}
+.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:8px 0}\
+.facts dt{font-weight:600}.facts dd{margin:0}
 .none{color:#68727c;font-style:italic}.note{color:#4a545e;font-size:12.5px;margin:4px 0}
 svg.chart{max-width:100%;height:auto;display:block;margin:4px 0}
 .v-pass{background:#cdebd3}.v-fail,.v-error{background:#f3b5b5;font-weight:700}.v-xfail{background:#ddd3f0}
@@ -36,7 +39,8 @@ def table(frame: pd.DataFrame, numeric=(), classes=None, titles=None, raw=()) ->
     for i in range(len(frame)):
         cells = []
         for j, column in enumerate(frame.columns):
-            cls = " ".join(filter(None, ["n" if column in numeric else "", classes.iat[i, j] if classes is not None else ""]))
+            cls = " ".join(filter(None, ["n" if column in numeric else "",
+                                         classes.iat[i, j] if classes is not None else ""]))
             tip = titles.iat[i, j] if titles is not None else ""
             value = frame.iat[i, j]
             attrs = (f' class="{e(cls)}"' if cls else "") + (f' title="{e(tip)}"' if tip else "")

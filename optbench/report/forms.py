@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from optbench.metrics import CASE_UNSUPPORTED, FORMS_VS_FLOAT_BITWISE, FORMS_VS_FLOAT_MAX_ERR_EPS, PARITY_MAX_ERR_EPS
 from optbench.report.tables import num
 
 SHOWN = {"pass": "pass", "xfail": "xfail", "xpass": "xpass", "fail": "FAIL", "unsupported": "rejected", "error": "ERR"}
@@ -17,18 +18,18 @@ WORST_FIRST = ("error", "fail", "xpass", "xfail", "unsupported", "pass")
 
 
 def _cell(case: pd.DataFrame) -> str:
-    verdicts = case[case.metric.isin(["parity.max_err_eps", "case.unsupported"]) & (case.fqn == "")]
+    verdicts = case[case.metric.isin([PARITY_MAX_ERR_EPS, CASE_UNSUPPORTED]) & (case.fqn == "")]
     statuses = set(verdicts.status)
-    statuses |= set(case[case.metric == "forms.vs_float_max_err_eps"].status) & {"fail"}
+    statuses |= set(case[case.metric == FORMS_VS_FLOAT_MAX_ERR_EPS].status) & {"fail"}
     if not statuses:
         return ""
     text = SHOWN.get(next(s for s in WORST_FIRST + tuple(statuses) if s in statuses), "?")
-    twin = case[case.metric == "forms.vs_float_bitwise"]
+    twin = case[case.metric == FORMS_VS_FLOAT_BITWISE]
     if len(twin):
         if (twin.value == 1.0).all():
             text += " ="
         else:
-            distance = case[case.metric == "forms.vs_float_max_err_eps"].value.max()
+            distance = case[case.metric == FORMS_VS_FLOAT_MAX_ERR_EPS].value.max()
             text += f" ({num(distance)} eps)"
     return text
 

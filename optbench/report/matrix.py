@@ -12,23 +12,26 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from optbench.report.plots import save  # noqa: E402
-from optbench.report.tables import num  # noqa: E402
+from optbench.implementations.torch_variants import TORCH_VARIANTS
+from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS
+from optbench.report.plots import save
+from optbench.report.tables import num
+from optbench.suite.spec import DTYPES
 
-IMPL_ORDER = ("for-loop", "foreach", "fused", "compiled", "capturable", "graphed")
-DTYPE_ORDER = ("float64", "float32", "bfloat16", "float16")
+IMPL_ORDER = TORCH_VARIANTS  # torch's variants first, in their order; the rest after
+DTYPE_ORDER = tuple(DTYPES)
 MARK = {"fail": "FAIL", "error": "ERR", "xfail": "xfail", "xpass": "XPASS", "unsupported": "n/a", "skip": "skip"}
 
 
 def cells(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per parity case: suite, hparams, impl, dtype, value, tol, status."""
     parity = rows[rows["check"] == "parity"]
-    verdicts = parity[(parity["metric"] == "parity.max_err_eps") & (parity["fqn"] == "")]
-    tol = parity[parity["metric"] == "parity.tol_eps"].set_index(["suite", "hparams", "impl", "dtype"])["value"]
+    verdicts = parity[(parity["metric"] == PARITY_MAX_ERR_EPS) & (parity["fqn"] == "")]
+    tol = parity[parity["metric"] == PARITY_TOL_EPS].set_index(["suite", "hparams", "impl", "dtype"])["value"]
     out = verdicts[["suite", "hparams", "impl", "dtype", "value", "status"]].copy()
     out["tol"] = [tol.get(k, np.nan) for k in zip(out["suite"], out["hparams"], out["impl"], out["dtype"])]
     others = parity[parity["status"].isin(["error", "unsupported"]) & (parity["hparams"] != "")]
@@ -114,7 +117,8 @@ def heatmap(rows: pd.DataFrame, path: Path) -> bool:
         for c in range(len(columns)):
             if texts[r][c] and small:
                 bold = texts[r][c].startswith(("FAIL", "ERR"))
-                ax.text(c, r, texts[r][c], ha="center", va="center", fontsize=6, fontweight="bold" if bold else "normal")
+                ax.text(c, r, texts[r][c], ha="center", va="center", fontsize=6,
+                        fontweight="bold" if bold else "normal")
     ax.set_xticks(range(len(columns)), [f"{i}\n{d}" for d, i in columns], fontsize=7)
     ax.set_yticks(range(len(row_keys)), [f"{s} / {h}" for s, h in row_keys], fontsize=7)
     ax.xaxis.tick_top()

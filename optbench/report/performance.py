@@ -9,13 +9,33 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optbench.metrics import (
+    MEM_PEAK_TRANSIENT_BYTES,
+    MEM_PEAK_TRANSIENT_BYTES_PER_PARAM,
+    MEM_STATE_BYTES,
+    MEM_STATE_BYTES_PER_PARAM,
+    ROOFLINE_BYTES_PER_PARAM,
+    ROOFLINE_PCT,
+    ROOFLINE_PROBE_GB_PER_S,
+    SCALING_PARAMS,
+    SCALING_TENSORS,
+    SPEED_GB_PER_S,
+    SPEED_OVERHEAD,
+    SPEED_PARAMS_PER_S,
+    SPEED_THREADS,
+    TIME_COMPILE_S,
+    TIME_ROUNDS,
+    TIME_STEP_MS,
+    TIME_STEP_MS_CV,
+    TIME_STEP_MS_IQR,
+)
 from optbench.report.plots import plt, save
 from optbench.report.tables import CASE, FORLOOP, by_case, eng, num
 
 TIMING = CASE + ["workload"]
-SPEED_METRICS = ["time.step_ms", "time.step_ms_iqr", "time.step_ms_cv", "time.rounds", "time.compile_s",
-                 "speed.params_per_s", "speed.gb_per_s", "roofline.pct", "roofline.bytes_per_param",
-                 "roofline.probe_gb_per_s", "speed.overhead", "speed.threads", "scaling.params", "scaling.tensors"]
+SPEED_METRICS = [TIME_STEP_MS, TIME_STEP_MS_IQR, TIME_STEP_MS_CV, TIME_ROUNDS, TIME_COMPILE_S,
+                 SPEED_PARAMS_PER_S, SPEED_GB_PER_S, ROOFLINE_PCT, ROOFLINE_BYTES_PER_PARAM,
+                 ROOFLINE_PROBE_GB_PER_S, SPEED_OVERHEAD, SPEED_THREADS, SCALING_PARAMS, SCALING_TENSORS]
 
 
 def timing_frame(rows: pd.DataFrame, check: str = "speed") -> pd.DataFrame:
@@ -26,9 +46,9 @@ def timing_frame(rows: pd.DataFrame, check: str = "speed") -> pd.DataFrame:
         return pd.DataFrame()
     wide = sel.pivot_table(index=TIMING, columns="metric", values="value", aggfunc="first", sort=False)
     wide = wide.reindex(columns=SPEED_METRICS).reset_index()
-    base = wide[wide["impl"] == FORLOOP].set_index(["suite", "dtype", "hparams", "workload"])["time.step_ms"]
+    base = wide[wide["impl"] == FORLOOP].set_index(["suite", "dtype", "hparams", "workload"])[TIME_STEP_MS]
     keys = zip(wide["suite"], wide["dtype"], wide["hparams"], wide["workload"])
-    return wide.assign(ratio=wide["time.step_ms"] / np.array([base.get(k, math.nan) for k in keys], dtype=float))
+    return wide.assign(ratio=wide[TIME_STEP_MS] / np.array([base.get(k, math.nan) for k in keys], dtype=float))
 
 
 def speed_frame(rows: pd.DataFrame) -> pd.DataFrame:
@@ -40,33 +60,35 @@ def speed_frame(rows: pd.DataFrame) -> pd.DataFrame:
 def speed(wide: pd.DataFrame) -> pd.DataFrame:
     if wide.empty:
         return wide
-    pct = wide["roofline.pct"].map(lambda v: num(v, ".0f") + " %" if num(v) else "n/a")
+    pct = wide[ROOFLINE_PCT].map(lambda v: num(v, ".0f") + " %" if num(v) else "n/a")
     return wide[CASE].assign(**{
-        "median ms": wide["time.step_ms"].map(num), "IQR ms": wide["time.step_ms_iqr"].map(num),
-        "CV": wide["time.step_ms_cv"].map(lambda v: num(100 * v, ".1f") + " %" if num(v) else ""),
-        "rounds": wide["time.rounds"].map(lambda v: num(v, ".0f")), "params/s": wide["speed.params_per_s"].map(eng),
-        "B/param": wide["roofline.bytes_per_param"].map(num), "GB/s": wide["speed.gb_per_s"].map(num),
-        "roofline GB/s": wide["roofline.probe_gb_per_s"].map(num), "% of roofline": pct,
-        "compile s": wide["time.compile_s"].map(num), "x vs for-loop": wide["ratio"].map(lambda v: num(v) + "x" if num(v) else "")})
+        "median ms": wide[TIME_STEP_MS].map(num), "IQR ms": wide[TIME_STEP_MS_IQR].map(num),
+        "CV": wide[TIME_STEP_MS_CV].map(lambda v: num(100 * v, ".1f") + " %" if num(v) else ""),
+        "rounds": wide[TIME_ROUNDS].map(lambda v: num(v, ".0f")), "params/s": wide[SPEED_PARAMS_PER_S].map(eng),
+        "B/param": wide[ROOFLINE_BYTES_PER_PARAM].map(num), "GB/s": wide[SPEED_GB_PER_S].map(num),
+        "roofline GB/s": wide[ROOFLINE_PROBE_GB_PER_S].map(num), "% of roofline": pct,
+        "compile s": wide[TIME_COMPILE_S].map(num),
+        "x vs for-loop": wide["ratio"].map(lambda v: num(v) + "x" if num(v) else "")})
 
 
 def overheads(rows: pd.DataFrame) -> pd.DataFrame:
     """Edge cases as their own figures: time per stepped parameter over the contiguous model's."""
     wide = timing_frame(rows)
-    if wide.empty or wide["speed.overhead"].isna().all():
+    if wide.empty or wide[SPEED_OVERHEAD].isna().all():
         return pd.DataFrame()
-    table = wide.dropna(subset=["speed.overhead"]).pivot_table(index=["suite", "dtype", "workload"], columns="impl",
-                                                               values="speed.overhead", aggfunc="first", sort=False)
+    table = wide.dropna(subset=[SPEED_OVERHEAD]).pivot_table(index=["suite", "dtype", "workload"], columns="impl",
+                                                               values=SPEED_OVERHEAD, aggfunc="first", sort=False)
     return table.map(lambda v: num(v) + "x" if num(v) else "").reset_index()
 
 
 def memory(rows: pd.DataFrame) -> pd.DataFrame:
-    state, peak = by_case(rows, "mem.state_bytes"), by_case(rows, "mem.peak_transient_bytes")
-    per_state, per_peak = by_case(rows, "mem.state_bytes_per_param"), by_case(rows, "mem.peak_transient_bytes_per_param")
+    state, peak = by_case(rows, MEM_STATE_BYTES), by_case(rows, MEM_PEAK_TRANSIENT_BYTES)
+    per_state, per_peak = by_case(rows, MEM_STATE_BYTES_PER_PARAM), by_case(rows, MEM_PEAK_TRANSIENT_BYTES_PER_PARAM)
     if state.empty:
         return pd.DataFrame()
     out = state[["value"]].rename(columns={"value": "state"}).join(
-        [per_state["value"].rename("state_pp"), peak["value"].rename("peak"), per_peak["value"].rename("peak_pp")]).reset_index()
+        [per_state["value"].rename("state_pp"), peak["value"].rename("peak"),
+         per_peak["value"].rename("peak_pp")]).reset_index()
     return out[CASE].assign(**{"state bytes": out["state"].map(lambda v: num(v, ",.0f")),
                                "state B/param": out["state_pp"].map(num),
                                "peak transient bytes": out["peak"].map(lambda v: num(v, ",.0f")),
@@ -78,16 +100,17 @@ def scaling(rows: pd.DataFrame) -> pd.DataFrame:
     if wide.empty:
         return wide
     return wide[["suite", "impl", "dtype", "workload"]].assign(**{
-        "params": wide["scaling.params"].map(eng), "tensors": wide["scaling.tensors"].map(lambda v: num(v, ".0f")),
-        "median ms": wide["time.step_ms"].map(num), "CV": wide["time.step_ms_cv"].map(lambda v: num(100 * v, ".1f") + " %" if num(v) else ""),
-        "GB/s": wide["speed.gb_per_s"].map(num), "% of roofline": wide["roofline.pct"].map(lambda v: num(v, ".0f"))})
+        "params": wide[SCALING_PARAMS].map(eng), "tensors": wide[SCALING_TENSORS].map(lambda v: num(v, ".0f")),
+        "median ms": wide[TIME_STEP_MS].map(num),
+        "CV": wide[TIME_STEP_MS_CV].map(lambda v: num(100 * v, ".1f") + " %" if num(v) else ""),
+        "GB/s": wide[SPEED_GB_PER_S].map(num), "% of roofline": wide[ROOFLINE_PCT].map(lambda v: num(v, ".0f"))})
 
 
 def scaling_plot(rows: pd.DataFrame, path: Path) -> bool:
     """Per suite: step time and % of roofline against parameters (size sweep) and against tensor count
     (fixed total), log-log, one line per implementation and dtype."""
     wide = timing_frame(rows, "scaling")
-    if wide.empty or wide["time.step_ms"].notna().sum() == 0:
+    if wide.empty or wide[TIME_STEP_MS].notna().sum() == 0:
         path.unlink(missing_ok=True)
         return False
     suites = list(dict.fromkeys(wide["suite"]))
@@ -96,11 +119,11 @@ def scaling_plot(rows: pd.DataFrame, path: Path) -> bool:
         sub = wide[wide["suite"] == suite]
         for (impl, dtype), line in sub.groupby(["impl", "dtype"], sort=False):
             label = f"{impl} {dtype}" if sub["dtype"].nunique() > 1 else impl
-            sizes = line[line["workload"].str.startswith("params-")].sort_values("scaling.params")
-            counts = line[line["workload"].str.startswith("tensors-")].sort_values("scaling.tensors")
-            ax_row[0].plot(sizes["scaling.params"], sizes["time.step_ms"], "o-", label=label)
-            ax_row[1].plot(sizes["scaling.params"], sizes["roofline.pct"], "o-", label=label)
-            ax_row[2].plot(counts["scaling.tensors"], counts["time.step_ms"], "o-", label=label)
+            sizes = line[line["workload"].str.startswith("params-")].sort_values(SCALING_PARAMS)
+            counts = line[line["workload"].str.startswith("tensors-")].sort_values(SCALING_TENSORS)
+            ax_row[0].plot(sizes[SCALING_PARAMS], sizes[TIME_STEP_MS], "o-", label=label)
+            ax_row[1].plot(sizes[SCALING_PARAMS], sizes[ROOFLINE_PCT], "o-", label=label)
+            ax_row[2].plot(counts[SCALING_TENSORS], counts[TIME_STEP_MS], "o-", label=label)
         ax_row[0].set(xscale="log", yscale="log", xlabel="parameters", ylabel="median step time (ms)",
                       title=f"{suite}: step time vs size")
         ax_row[1].set(xscale="log", yscale="log", xlabel="parameters", ylabel="% of roofline",

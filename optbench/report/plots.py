@@ -7,12 +7,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from optbench.accuracy import tolerance_eps  # noqa: E402
-from optbench.report.tables import metric  # noqa: E402
+from optbench.metrics import PARITY_STEP_MAX_ERR_EPS, TIME_STEP_MS, TIME_STEP_MS_IQR
+from optbench.numerics.accuracy import tolerance_eps
+from optbench.report.tables import metric
 
 PNG_META = {"Software": None}  # no version stamp: identical inputs give identical bytes
 
@@ -26,7 +27,7 @@ def save(fig, path: Path) -> bool:
 
 def step_time(wide: pd.DataFrame, path: Path) -> bool:
     """Grouped bars: one group per dtype, one bar per impl (suite/impl if several suites); IQR/2 error bars."""
-    if wide.empty or wide["time.step_ms"].notna().sum() == 0:
+    if wide.empty or wide[TIME_STEP_MS].notna().sum() == 0:
         path.unlink(missing_ok=True)
         return False
     many = wide["suite"].nunique() > 1
@@ -37,8 +38,8 @@ def step_time(wide: pd.DataFrame, path: Path) -> bool:
     for i, label in enumerate(labels):
         sub = wide[wide["label"] == label].set_index("dtype").reindex(dtypes)
         x = np.arange(len(dtypes)) + (i - (len(labels) - 1) / 2) * width
-        ax.bar(x, sub["time.step_ms"], width, yerr=sub["time.step_ms_iqr"].fillna(0) / 2, capsize=3, label=label)
-    finite = wide["time.step_ms"][np.isfinite(wide["time.step_ms"]) & (wide["time.step_ms"] > 0)]
+        ax.bar(x, sub[TIME_STEP_MS], width, yerr=sub[TIME_STEP_MS_IQR].fillna(0) / 2, capsize=3, label=label)
+    finite = wide[TIME_STEP_MS][np.isfinite(wide[TIME_STEP_MS]) & (wide[TIME_STEP_MS] > 0)]
     if len(finite) and finite.max() / finite.min() > 50:
         ax.set_yscale("log")
     ax.set_xticks(np.arange(len(dtypes)), dtypes)
@@ -50,7 +51,7 @@ def step_time(wide: pd.DataFrame, path: Path) -> bool:
 def error_vs_step(rows: pd.DataFrame, path: Path) -> bool:
     """Per-dtype log plot of ``parity.step_max_err_eps`` against step, with the tolerance. Only for
     runs of one suite (a meta-suite's report shows the parity matrix instead)."""
-    sel = metric(rows, "parity.step_max_err_eps").dropna(subset=["step"])
+    sel = metric(rows, PARITY_STEP_MAX_ERR_EPS).dropna(subset=["step"])
     if sel.empty or sel["suite"].nunique() > 1:
         path.unlink(missing_ok=True)
         return False
@@ -68,7 +69,8 @@ def error_vs_step(rows: pd.DataFrame, path: Path) -> bool:
     for ax, dtype in zip(axes[:, 0], dtypes):
         for (impl, hp), line in sel[sel["dtype"] == dtype].groupby(["impl", "hparams"], sort=False):
             line = line.sort_values("step")
-            ax.plot(line["step"], line["y"], marker=".", color=colors[(impl, hp)], label=f"{impl} [{hp}]" if hp else impl)
+            ax.plot(line["step"], line["y"], marker=".", color=colors[(impl, hp)],
+                    label=f"{impl} [{hp}]" if hp else impl)
         ax.plot(steps, tolerance_eps(steps), "k--", linewidth=1, label="tolerance")
         ax.set(yscale="log", title=dtype, ylabel="max err (eps)")
         ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(series) // 25)

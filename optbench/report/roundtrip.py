@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from optbench.metrics import POSITIONAL_PREFIX
+
 BY_NAME = {"pass": "pass", "fail": "FAIL", "error": "ERR", "xfail": "xfail", "xpass": "XPASS", "skip": "skip"}
 TORCH = {0.0: "right", 1.0: "WRONG", 2.0: "raises"}
 
@@ -13,8 +15,8 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
     rt = rows[(rows["check"] == "roundtrip") & rows["metric"].str.startswith("roundtrip.")]
     if rt.empty:
         return pd.DataFrame()
-    positional = rt["metric"].str.startswith("roundtrip.positional.")
-    scenario = rt["metric"].str.replace("roundtrip.positional.", "", regex=False).str.replace("roundtrip.", "", regex=False)
+    positional = rt["metric"].str.startswith(POSITIONAL_PREFIX)
+    scenario = rt["metric"].str.replace(POSITIONAL_PREFIX, "", regex=False).str.replace("roundtrip.", "", regex=False)
     frame = rt.assign(scenario=scenario, kind=positional.map({True: "torch", False: "by_name"}))
     by_name = frame[frame["kind"] == "by_name"].set_index(["suite", "scenario", "impl"])["status"].map(BY_NAME)
     torch_ = frame[frame["kind"] == "torch"].set_index(["suite", "scenario", "impl"])["value"].map(TORCH)
@@ -31,10 +33,10 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def silently_wrong(rows: pd.DataFrame) -> pd.DataFrame:
     """Per scenario: how many (optimizer, implementation) cases torch's positional load got silently wrong."""
-    rt = rows[(rows["check"] == "roundtrip") & rows["metric"].str.startswith("roundtrip.positional.")]
+    rt = rows[(rows["check"] == "roundtrip") & rows["metric"].str.startswith(POSITIONAL_PREFIX)]
     if rt.empty:
         return pd.DataFrame()
-    rt = rt.assign(scenario=rt["metric"].str.replace("roundtrip.positional.", "", regex=False),
+    rt = rt.assign(scenario=rt["metric"].str.replace(POSITIONAL_PREFIX, "", regex=False),
                    verdict=rt["value"].map(TORCH))
     counts = rt.groupby("scenario", sort=False)["verdict"].value_counts().unstack(fill_value=0)
     return counts.reindex(columns=[c for c in ("right", "WRONG", "raises") if c in counts.columns]).reset_index()

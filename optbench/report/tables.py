@@ -6,9 +6,11 @@ import math
 
 import pandas as pd
 
-from optbench.report.load import as_float
+from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS, PARITY_XMAX_ERR_EPS_VS_FORLOOP, STATE_DTYPE
+from optbench.results import CASE_KEY, as_float
 
-CASE = ["suite", "impl", "dtype", "hparams"]
+# A report is of one run on one device; the timing tables add ``workload`` (report.performance.TIMING).
+CASE = [k for k in CASE_KEY if k not in ("device", "workload")]
 FORLOOP = "for-loop"
 
 
@@ -31,16 +33,11 @@ def eng(v) -> str:
 
 
 def markdown(df: pd.DataFrame) -> str:
-    """Markdown pipe table of ``df`` (tabulate's when installed, else a minimal one)."""
+    """Markdown pipe table of ``df`` (pandas' ``to_markdown``, through tabulate: a declared dependency)."""
     if df.empty:
         return "_none_"
     df = df.astype(str).apply(lambda c: c.str.replace("|", "\\|").str.replace("\n", " "))
-    try:
-        import tabulate  # noqa: F401
-        return df.to_markdown(index=False)
-    except ImportError:
-        lines = ["| " + " | ".join(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in df.itertuples(index=False)])
+    return df.to_markdown(index=False)
 
 
 def _join(a: pd.DataFrame, b: pd.DataFrame, **kw) -> pd.DataFrame:
@@ -75,14 +72,14 @@ def config_table(meta: dict, rows: pd.DataFrame) -> pd.DataFrame:
              "optimizer": suite.get("optimizer"), "steps": cfg.get("steps"),
              "dtypes": ", ".join(dict.fromkeys(d for d in rows["dtype"] if d)),
              "implementations": ", ".join(dict.fromkeys(rows["impl"])),
-             "compiled at": ", ".join(map(str, cfg.get("compile_dtypes") or [])) if isinstance(cfg.get("compile_dtypes"), list)
-             else cfg.get("compile_dtypes"),
+             "compiled at": (", ".join(map(str, cfg.get("compile_dtypes") or []))
+                             if isinstance(cfg.get("compile_dtypes"), list) else cfg.get("compile_dtypes")),
              "seed": cfg.get("seed"), "wall time (s)": meta.get("wall_s"), "created": meta.get("created")}
     return pd.DataFrame([(k, v) for k, v in items.items() if v not in (None, "")], columns=["key", "value"])
 
 
 def parity(rows: pd.DataFrame) -> pd.DataFrame:
-    verdict, tol = by_case(rows, "parity.max_err_eps"), by_case(rows, "parity.tol_eps")
+    verdict, tol = by_case(rows, PARITY_MAX_ERR_EPS), by_case(rows, PARITY_TOL_EPS)
     out = verdict.join(tol["value"].rename("tol")).reset_index()
     return pd.DataFrame({**{k: out[k] for k in CASE}, "max err (eps)": out["value"].map(num),
                          "tol (eps)": out["tol"].map(num), "verdict": out["status"], "detail": out["detail"]})
@@ -102,7 +99,7 @@ def _kept(case: pd.DataFrame) -> str:
 def precision(rows: pd.DataFrame) -> pd.DataFrame:
     """The precision each tensor was kept in, per suite x impl x dtype (a state key only some hparam sets
     keep, such as amsgrad's, included); hparam sets apart only where they keep a tensor differently."""
-    sel = rows[(rows["metric"] == "state.dtype") & (rows["check"] == "parity")]
+    sel = rows[(rows["metric"] == STATE_DTYPE) & (rows["check"] == "parity")]
     out = []
     for (suite, impl, dtype), group in sel.groupby(["suite", "impl", "dtype"], sort=False):
         if "/" not in (text := _kept(group)):
@@ -116,8 +113,8 @@ def precision(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def worst(rows: pd.DataFrame) -> pd.DataFrame:
-    failing = by_case(rows, "parity.max_err_eps").query("status == 'fail'").index
-    per = metric(rows, "parity.max_err_eps", aggregate=False)
+    failing = by_case(rows, PARITY_MAX_ERR_EPS).query("status == 'fail'").index
+    per = metric(rows, PARITY_MAX_ERR_EPS, aggregate=False)
     per = per[(per["fqn"] != "") & per.set_index(CASE).index.isin(failing)]
     groups = [g.sort_values("value", ascending=False, kind="stable").head(5) for _, g in per.groupby(CASE, sort=False)]
     top = pd.concat(groups) if groups else per
@@ -125,8 +122,9 @@ def worst(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def cross(rows: pd.DataFrame) -> pd.DataFrame:
-    out = by_case(rows, "parity.xmax_err_eps_vs_forloop").reset_index()
-    return out[CASE].assign(**{"eps vs for-loop": out["value"].map(num), "verdict": out["status"], "detail": out["detail"]})
+    out = by_case(rows, PARITY_XMAX_ERR_EPS_VS_FORLOOP).reset_index()
+    return out[CASE].assign(**{"eps vs for-loop": out["value"].map(num), "verdict": out["status"],
+                               "detail": out["detail"]})
 
 
 def deviations(rows: pd.DataFrame) -> pd.DataFrame:

@@ -17,18 +17,20 @@ from optbench.workloads.model import ParamSpec, SparseGrad, Workload, reference_
 
 def _with_objective(base: Workload, name: str, seed: int, steps: int, notes: tuple[str, ...]) -> Workload:
     """``base``'s parameters with a seeded loss over them instead of a gradient stream."""
-    from optbench.objective import make_objective
+    from optbench.workloads.objective import make_objective
 
     frozen = {s.name for s in base.specs if s.kind == "frozen"}
     objective = make_objective(seed, {s.name: s.shape for s in base.specs}, frozen=frozen)
-    specs = tuple(s if s.kind != "sometimes_none" else ParamSpec(s.name, s.shape, "dense", s.init_std) for s in base.specs)
+    specs = tuple(s if s.kind != "sometimes_none" else ParamSpec(s.name, s.shape, "dense", s.init_std)
+                  for s in base.specs)
     return Workload(name, specs, base.init, tuple({} for _ in range(steps)), objective=objective,
                     notes=("seeded loss: a closure-driven optimizer evaluates it", *notes))
 
 
 def _objective(*, seed: int, steps: int, width: int, layers: int, vocab: int, **_) -> Workload:
     base = transformer.generate(seed=seed, steps=0, width=width, layers=layers, vocab=vocab)
-    return _with_objective(base, "objective", seed, steps, ("frozen parameter", "zero-size parameter last", "0-dim parameter"))
+    return _with_objective(base, "objective", seed, steps,
+                           ("frozen parameter", "zero-size parameter last", "0-dim parameter"))
 
 
 def _objective_zoo(*, seed: int, steps: int, **_) -> Workload:
@@ -40,7 +42,8 @@ def _objective_zoo(*, seed: int, steps: int, **_) -> Workload:
 GENERATORS: dict[str, Callable[..., Workload]] = {
     "transformer": lambda **kw: transformer.generate(**kw),
     "sparse_embedding": lambda **kw: transformer.generate(sparse=True, **kw),
-    "zoo": lambda *, seed, steps, grad_log10_range, **_: zoo.generate(seed=seed, steps=steps, grad_log10_range=grad_log10_range),
+    "zoo": lambda *, seed, steps, grad_log10_range, **_: zoo.generate(seed=seed, steps=steps,
+                                                                        grad_log10_range=grad_log10_range),
     "zoo_sparse": lambda *, seed, steps, grad_log10_range, **_: zoo.generate(seed=seed, steps=steps, sparse=True,
                                                                                grad_log10_range=grad_log10_range),
     "objective": _objective,

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from optbench.objective import Objective, make_objective
 from optbench.reference.complex import joined, pairs
 from optbench.workloads.model import SparseGrad, Workload
+from optbench.workloads.objective import Objective, make_objective
 
 PHASE_STREAM = 0xC0  # the phases' own stream of the seed: the real draws are untouched
 

@@ -55,7 +55,7 @@ class Workload:
     specs: tuple[ParamSpec, ...]
     init: dict[str, np.ndarray]
     grads: tuple[dict[str, Gradient], ...]
-    objective: object | None = None  # optbench.objective.Objective for closure-driven optimizers
+    objective: object | None = None  # optbench.workloads.objective.Objective for closure-driven optimizers
     notes: tuple[str, ...] = field(default=())  # what edge cases this workload holds, for reports
     meta: dict = field(default_factory=dict)  # FQN -> attributes its torch parameter carries (u-muP's mup_type)
 

@@ -127,7 +127,8 @@ def model(params: float, seed: int = 0, edge: str | None = None) -> SpeedWorkloa
                 out.append(SpeedSpec(f"empty.{i}.weight", (0,)))
         specs = out
     elif edge == "none_grads":
-        specs = [replace(s, has_grad=False) if s.name.startswith("layers.") and i % 2 else s for i, s in enumerate(specs)]
+        specs = [replace(s, has_grad=False) if s.name.startswith("layers.") and i % 2 else s
+                 for i, s in enumerate(specs)]
     else:
         raise ValueError(f"unknown edge case {edge!r}: {', '.join(EDGE_CASES)}")
     return SpeedWorkload(edge, tuple(specs), seed)

@@ -28,8 +28,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from optbench.workloads import transformer
 from optbench.workloads.model import ParamSpec, Workload
+from optbench.workloads.transformer import generate as transformer_generate
+from optbench.workloads.transformer import initial_values, scaled_normal
 
 LEFT_OUT = frozenset({"layers.0.attn.rotary.inv_freq", "layers.0.attn.logit_scale", "head.pad.weight"})
 PLAIN = "extra.pos_embed.weight"  # no u-muP metadata: a parameter of a regular nn.Module
@@ -47,7 +48,7 @@ def mup_meta(name: str, layers: int) -> dict:
 def generate(*, seed: int, steps: int, width: int = 32, layers: int = 2, vocab: int = 64,
              grad_log10_range: tuple[float, float] = (-8.0, 2.0), plain: bool = False, **_) -> Workload:
     """The u-muP-tagged workload (``plain``: plus one parameter without metadata), deterministic in ``seed``."""
-    base = transformer.generate(seed=seed, steps=steps, width=width, layers=layers, vocab=vocab,
+    base = transformer_generate(seed=seed, steps=steps, width=width, layers=layers, vocab=vocab,
                                 grad_log10_range=grad_log10_range)
     kept = base.restricted(lambda spec: spec.name not in LEFT_OUT)
     extra = [ParamSpec("head.weight", (vocab, width), init_std=1.0)]
@@ -55,10 +56,10 @@ def generate(*, seed: int, steps: int, width: int = 32, layers: int = 2, vocab: 
         extra.append(ParamSpec(PLAIN, (16, width), init_std=1.0))
     extra.append(ParamSpec("head.pad.weight", (0, width)))  # zero-size, last (#100701)
     rng = np.random.default_rng([seed, EXTRA_STREAM])
-    init = {**kept.init, **transformer.initial_values(rng, extra)}
+    init = {**kept.init, **initial_values(rng, extra)}
     init = {s.name: init[s.name] for s in (*kept.specs, *extra)}
     grads = tuple({**{s.name: g[s.name] for s in kept.specs},
-                   **{s.name: transformer.scaled_normal(rng, s.shape, grad_log10_range) for s in extra}}
+                   **{s.name: scaled_normal(rng, s.shape, grad_log10_range) for s in extra}}
                   for g in base.grads)
     specs = (*kept.specs, *extra)
     meta = {s.name: mup_meta(s.name, layers) for s in specs if s.name != PLAIN}

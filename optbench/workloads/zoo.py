@@ -25,14 +25,18 @@ def zoo_specs(sparse: bool) -> tuple[ParamSpec, ...]:
              ParamSpec("emb.empty.weight", (32, 8), init_std=1.0), ParamSpec("emb.mixed.weight", (24, 8), init_std=1.0)]
             if sparse else
             [ParamSpec("blocks.0.weight", (16, 8), init_std=0.25), ParamSpec("blocks.0.bias", (8,)),
-             ParamSpec("blocks.1.weight", (8, 16), "noncontiguous", 0.25), ParamSpec("blocks.1.scale", (), init_std=1.0),
-             ParamSpec("blocks.2.kernel", (4, 3, 5), init_std=0.3), ParamSpec("blocks.3.zero_grad.weight", (8, 8), init_std=0.3)])
+             ParamSpec("blocks.1.weight", (8, 16), "noncontiguous", 0.25),
+             ParamSpec("blocks.1.scale", (), init_std=1.0),
+             ParamSpec("blocks.2.kernel", (4, 3, 5), init_std=0.3),
+             ParamSpec("blocks.3.zero_grad.weight", (8, 8), init_std=0.3)])
     specs = []
     for i, spec in enumerate(real):  # a zero-size tensor before every real one (#94865, #140066)
         shape = EMPTY_SHAPES[i % len(EMPTY_SHAPES)]
         specs += [ParamSpec(f"empty.{i}.weight", (0, 8) if sparse else shape), spec]
-    specs += [ParamSpec("frozen.layer.weight", (12, 8), init_std=0.25), ParamSpec("frozen.layer.bias", (12,) if not sparse else (12, 8)),
-              ParamSpec("late.weight", (8, 4), init_std=0.25), ParamSpec("empty.last.weight", (0, 8) if sparse else (0,))]
+    specs += [ParamSpec("frozen.layer.weight", (12, 8), init_std=0.25),
+              ParamSpec("frozen.layer.bias", (12,) if not sparse else (12, 8)),
+              ParamSpec("late.weight", (8, 4), init_std=0.25),
+              ParamSpec("empty.last.weight", (0, 8) if sparse else (0,))]
     return tuple(specs)
 
 
@@ -53,7 +57,8 @@ def _sparse(rng, spec: ParamSpec, g: np.ndarray, step: int) -> SparseGrad | None
     return SparseGrad(picked.reshape(1, -1).astype(np.int64), values, coalesced=False)
 
 
-def generate(*, seed: int, steps: int, sparse: bool = False, grad_log10_range=(-8.0, 2.0), name: str | None = None) -> Workload:
+def generate(*, seed: int, steps: int, sparse: bool = False, grad_log10_range=(-8.0, 2.0),
+             name: str | None = None) -> Workload:
     """Generate the zoo deterministically from ``seed``."""
     rng = np.random.default_rng(seed)
     specs = zoo_specs(sparse)
@@ -71,7 +76,8 @@ def generate(*, seed: int, steps: int, sparse: bool = False, grad_log10_range=(-
         grads.append(step_grads)
     notes = ("zero-size tensors interleaved with real ones (#94865, #140066)",
              f"frozen.* get no gradient on steps {FROZEN_STEPS.start + 1}-{FROZEN_STEPS.stop}",
-             f"no gradients at all on step {NO_GRAD_STEP + 1}", f"late.weight first gets a gradient on step {LATE_FROM + 1}")
+             f"no gradients at all on step {NO_GRAD_STEP + 1}",
+             f"late.weight first gets a gradient on step {LATE_FROM + 1}")
     notes += (("uncoalesced COO gradients with duplicate rows", "explicitly stored zeros", "gradients with no entries")
               if sparse else ("an all-zero gradient every other step", "3-D and 0-dim parameters"))
     return Workload(name or ("zoo_sparse" if sparse else "zoo"), specs, init, tuple(grads), notes=notes)

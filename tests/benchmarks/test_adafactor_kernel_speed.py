@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.utils.benchmark as benchmark
 
-from optbench.ceilings import bandwidth
 from optbench.kernels.adafactor import Adafactor
-from optbench.roofline import step_cost
+from optbench.perf.ceilings import bandwidth
+from optbench.perf.roofline import step_cost
 from optbench.workloads import speed
 
 pytestmark = pytest.mark.benchmark

@@ -1,6 +1,7 @@
-"""Does a generic batched-by-shape wrapper pay for torch's elementwise optimizers (issue 9, scope 5)? On this CPU,
+"""Does a generic batched-by-shape wrapper pay for torch's elementwise optimizers? On this CPU,
 no: stacking parameters and gradients per (shape) bucket, stepping the stacks and copying the rows back costs more
-than torch's fused per-tensor step saves (docs/performance.md). Run: pytest -m benchmark tests/benchmarks/test_batched_wrapper.py -p no:xdist -s"""
+than torch's fused per-tensor step saves (docs/performance.md).
+Run: pytest -m benchmark tests/benchmarks/test_batched_wrapper.py -p no:xdist -s"""
 
 import pytest
 import torch

@@ -1,5 +1,6 @@
-"""The speed targets of the performance issue, as benchmarks: run them on a quiet machine with
-``pytest -m benchmark tests/benchmarks -p no:xdist -s`` (never in CI: they time things). Each prints what it measured."""
+"""optbench's speed targets, as benchmarks: run them on a quiet machine with
+``pytest -m benchmark tests/benchmarks -p no:xdist -s`` (never in CI: they time things).
+Each prints what it measured."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def test_two_consecutive_runs_agree_within_10_percent(tmp_path):
     """Every median above 1 ms, two runs of the adam suite's speed check one after the other."""
     runs = []
     for name in ("first", "second"):
-        subprocess.run([sys.executable, "-m", "optbench", "run", "suite=adam", "checks=[speed]", f"out_dir={tmp_path / name}"],
+        subprocess.run([sys.executable, "-m", "optbench", "run", "suite=adam", "checks=[speed]",
+                        f"out_dir={tmp_path / name}"],
                        check=True, capture_output=True)
         runs.append(medians(tmp_path / name))
     spread = {k: runs[1][k] / runs[0][k] - 1 for k in runs[0] if runs[0][k] > 1.0}
@@ -48,7 +50,8 @@ def test_fused_adam_median_agrees_with_a_plain_torch_benchmark(tmp_path):
     params = speed.model(4e6).materialize(torch.float32, torch.device("cpu"))
     opt = torch.optim.Adam(list(params.values()), fused=True)
     opt.step()
-    plain = benchmark.Timer("opt.step()", globals={"opt": opt}, num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=2).median * 1e3
+    plain = benchmark.Timer("opt.step()", globals={"opt": opt},
+                            num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=2).median * 1e3
     print(f"optbench {ours:.3f} ms, plain torch.utils.benchmark {plain:.3f} ms, ratio {ours / plain:.3f}")
     assert abs(ours / plain - 1) <= 0.10
 
@@ -58,15 +61,16 @@ def test_fused_adam_at_32m_parameters_is_60_to_110_percent_of_roofline(tmp_path)
                  "speed.params=3.3e7", f"out_dir={tmp_path}"]) == 0
     pct = value(tmp_path, "fused", "roofline.pct")
     print(f"fused Adam, {speed.model(3.3e7).numel:.3g} params: {pct:.0f}% of roofline "
-          f"({value(tmp_path, 'fused', 'speed.gb_per_s'):.1f} of {value(tmp_path, 'fused', 'roofline.probe_gb_per_s'):.1f} GB/s)")
+          f"({value(tmp_path, 'fused', 'speed.gb_per_s'):.1f} of "
+          f"{value(tmp_path, 'fused', 'roofline.probe_gb_per_s'):.1f} GB/s)")
     assert 60 <= pct <= 110
 
 
 def test_watch_overhead_on_a_small_training_loop():
     """What optbench.watch costs per training iteration (forward, backward, AdamW step) at its defaults."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                                torch.nn.Linear(1024, 10))
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
     opt = torch.optim.AdamW(model.named_parameters(), lr=1e-3)
     x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
 

@@ -18,7 +18,8 @@ def test_first_step_and_state_keys():
     np.testing.assert_allclose(state["square_avg"], 0.1 * g * g, rtol=1e-15)
     np.testing.assert_allclose(new, p - 0.01 * np.sign(g) / np.sqrt(0.1), rtol=1e-15)
     assert state["step"] == 1.0
-    assert set(rmsprop.init(p, {**HP, "momentum": 0.5, "centered": True})) == {"step", "square_avg", "momentum_buffer", "grad_avg"}
+    assert set(rmsprop.init(p, {**HP, "momentum": 0.5, "centered": True})) == {"step", "square_avg", "momentum_buffer",
+                                                                                 "grad_avg"}
 
 
 def test_centered_momentum_two_steps_eps_outside_sqrt():

@@ -1,0 +1,163 @@
+"""Error inputs: invalid uses an optimizer must reject, each a result row.
+
+Generic inputs (below) hold for every ``torch.optim.Optimizer`` subclass (``BASE``) and for torch.optim's
+own optimizers (``TORCH_OPTIM``: learning-rate validation); a suite adds its optimizer's own
+(``error_inputs:``: bad betas, dense gradients to SparseAdam, 1-D parameters to Muon, ...). Each is
+built (and, with ``at: step``, stepped) with the optimizer class as given, no implementation flags
+added, and passes when it raises the declared exception (or warns, for a Warning class) with a
+message matching ``match``. A candidate faces the same inputs as torch's class.
+
+An input's parameters carry the attributes its ``meta`` names (the suite's ``error_param_meta`` unless the
+input has its own), for optimizers that read metadata from their parameters (u-muP's ``mup_type``). Where
+the optimizer is known not to reject an input as torch does, the suite declares it (``check: errors``,
+``hparams:`` a glob over the input's description): the row is ``xfail`` while it does so, ``xpass`` after.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import warnings
+
+import torch
+
+from optbench.cases import Case, Outcome, RunContext
+from optbench.implementations import Implementation
+from optbench.metrics import ERRORS_REJECTED
+from optbench.results import row
+from optbench.suite.hyperparameters import for_torch
+from optbench.suite.spec import ErrorInput, Suite
+
+# What torch.optim.Optimizer itself enforces, for any subclass.
+BASE = (
+    ErrorInput("params given as a single Tensor", params="single_tensor", raises="TypeError",
+               match="params argument given to the optimizer should be an iterable of Tensors"),
+    ErrorInput("a parameter twice in one param group", params="duplicate_in_group", raises="UserWarning",
+               match="a parameter group with duplicate parameters"),
+    ErrorInput("a parameter in two param groups", params="duplicate_across_groups", raises="ValueError",
+               match="some parameters appear in more than one parameter group"),
+    ErrorInput("named and unnamed params in one group", params="mixed_names", raises="ValueError",
+               match="all optimizer params should be with/without names"),
+    ErrorInput("named and unnamed param groups", params="mixed_named_groups", raises="ValueError",
+               match="all optimizer param groups should be with/without names"),
+)
+# What every torch.optim optimizer validates: asked of suites whose optimizer is a torch.optim class.
+TORCH_OPTIM = (
+    ErrorInput("a 2-element Tensor lr", options={"lr": {"tensor": [0.001, 0.001]}}, raises="ValueError",
+               match="Tensor lr must be 1-element"),
+    ErrorInput("a negative learning rate", options={"lr": -0.01}, raises="ValueError", match="(?i)learning rate|lr"),
+)
+GENERIC = BASE + TORCH_OPTIM
+
+
+def error_inputs(suite: Suite) -> list[ErrorInput]:
+    """The inputs a suite's optimizer (and any candidate run against it) must reject."""
+    torch_suite = bool(suite.optimizer) and "." not in suite.optimizer
+    return list(BASE) + (list(TORCH_OPTIM) if torch_suite else []) + list(suite.error_inputs)
+
+
+def _p(*shape, dtype=torch.float32) -> torch.nn.Parameter:
+    return torch.nn.Parameter(torch.rand(shape, dtype=dtype) + 0.5)  # shape () too
+
+
+def _sparse_param() -> torch.Tensor:
+    return torch.eye(3).to_sparse().requires_grad_()
+
+
+PARAMS = {  # name -> (params argument, the tensors that get gradients)
+    "default": lambda: (lambda a, b: ([("a.weight", a), ("b.weight", b)], [a, b]))(_p(4, 3), _p(3, 5)),
+    "single_tensor": lambda: (lambda a: (a, [a]))(_p(4, 3)),
+    "duplicate_in_group": lambda: (lambda a: ([a, a], [a]))(_p(4, 3)),
+    "duplicate_across_groups": lambda: (lambda a: ([{"params": [a]}, {"params": [a]}], [a]))(_p(4, 3)),
+    "mixed_names": lambda: (lambda a, b: ([("a.weight", a), b], [a, b]))(_p(4, 3), _p(3, 5)),
+    "mixed_named_groups": lambda: (lambda a, b: ([{"params": [("a.weight", a)]}, {"params": [b]}], [a, b]))(
+        _p(4, 3), _p(3, 5)),
+    "complex": lambda: (lambda a: ([("a.weight", a)], [a]))(_p(4, 3, dtype=torch.complex64)),
+    "one_d": lambda: (lambda a, b: ([("a.weight", a), ("b.bias", b)], [a, b]))(_p(4, 3), _p(3)),
+    "two_groups": lambda: (lambda a, b: ([{"params": [("a.weight", a)]}, {"params": [("b.weight", b)], "lr": 0.1}],
+                                         [a, b]))(
+        _p(4, 3), _p(3, 5)),
+    "unnamed": lambda: (lambda a, b: ([a, b], [a, b]))(_p(4, 3), _p(3, 5)),
+    "scalar": lambda: (lambda a: ([a], [a]))(_p()),
+    "zero_columns": lambda: (lambda a: ([a], [a]))(_p(3, 0)),
+    "sparse_param": lambda: (lambda a: ([a], [a]))(_sparse_param()),
+    "sparse_param_in_groups": lambda: (lambda a, b: ([{"params": [a]}, {"params": [b]}], [a, b]))(
+        _p(4, 3), _sparse_param()),
+}
+GRADIENTS = {"dense": lambda p: torch.ones_like(p), "sparse": lambda p: torch.ones_like(p).to_sparse()}
+
+
+def _exception_class(name: str) -> type:
+    cls = getattr(builtins, name, None) or getattr(torch, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        raise ValueError(f"error input expects unknown exception class {name!r}")
+    return cls
+
+
+def attempt(cls: type, e: ErrorInput, meta: dict | None = None) -> tuple[BaseException | None, str]:
+    """Build (and step) ``cls`` as ``e`` says, its parameters carrying ``e.meta`` (else ``meta``); (what was
+    raised or warned, or None; where)."""
+    expected = _exception_class(e.raises)
+    params, with_grad = PARAMS[e.params]()
+    for p in with_grad:
+        for key, value in (e.meta if e.meta is not None else meta or {}).items():
+            setattr(p, key, value)
+    where = "construction"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            optimizer = cls(params, **for_torch(e.options))
+            if e.at == "step":
+                where = "step"
+                for p in with_grad:
+                    p.grad = GRADIENTS[e.grad](p.detach())
+                if isinstance(optimizer, torch.optim.LBFGS):
+                    optimizer.step(lambda: sum((p.real * p.real).sum() for p in with_grad))
+                else:
+                    optimizer.step()
+        except Exception as exc:
+            return exc, where
+    if issubclass(expected, Warning):
+        found = next((w.message for w in caught if issubclass(w.category, expected)), None)
+        return found, "construction"
+    return None, where
+
+
+class ErrorsCheck:
+    name = "errors"
+    requires = ()
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        owners = []
+        if suite.optimizer:
+            owners.append(Implementation("torch" if "." not in suite.optimizer else suite.optimizer.rpartition(".")[2],
+                                         suite.optimizer_class()))
+        if ctx.candidate is not None and suite.name in ctx.impls:
+            owners.append(ctx.candidate)
+        inputs = error_inputs(suite)
+        return [Case(suite, owner, "", None, ctx.device, label=str(i)) for owner in owners for i in range(len(inputs))]
+
+    def group(self, case: Case) -> tuple:
+        return (case.suite.name, self.name)
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        e = error_inputs(case.suite)[int(case.label)]
+        raised, where = attempt(case.impl.optimizer_class, e, case.suite.error_param_meta)
+        expected = _exception_class(e.raises)
+        message = str(raised).splitlines()[0] if raised is not None and str(raised) else ""
+        if raised is None:
+            status, detail = "fail", f"accepted: expected {e.raises} matching {e.match!r} at {e.at}"
+        elif isinstance(raised, expected) and re.search(e.match, str(raised)):
+            status, detail = "pass", f"{type(raised).__name__} at {where}: {message}"
+        else:
+            status, detail = "fail", (f"expected {e.raises} matching {e.match!r}, got {type(raised).__name__} "
+                                      f"at {where}: {message}")
+        declared = case.suite.deviations_for(case.impl_name, "", e.desc, check="errors")
+        if declared:
+            status = {"fail": "xfail", "pass": "xpass"}[status]
+            detail = f"{declared[0].finding}: {declared[0].reason} Observed: {detail}"
+        labels = case.labels | {"hparams": e.desc}
+        rows = [row(labels, check="errors", metric=ERRORS_REJECTED, value=float(status == "pass"), status=status,
+                    detail=detail, finding=declared[0].finding if declared else "")]
+        shown = {"fail": "FAIL ", "xfail": "XFAIL", "xpass": "XPASS"}.get(status)
+        return Outcome(rows, f"  {shown} errors {case.impl_name:>10} {e.desc}: {detail}" if shown else "")

@@ -1,0 +1,257 @@
+"""One state_dict round-trip scenario, run: save after ``save_at`` steps, reload (by name, and through torch's
+positional loader for contrast) into the layout the scenario says, continue, and compare with the
+uninterrupted run (bit for bit, within tolerance, or a refusal naming the problem). The roundtrip check
+(``optbench.checks.roundtrip``) runs every scenario of ``optbench.state.scenarios`` through this.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from functools import partial
+
+import numpy as np
+import torch
+
+from optbench.cases import Case, RunContext
+from optbench.checks.parity import update_eps
+from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
+from optbench.numerics.trajectory import as_array, objective_closure, set_gradients, snapshot
+from optbench.state.by_name import StateDictNameError, load_state_dict_by_name, name_aware
+from optbench.state.formats import optimizer_from_dict
+from optbench.state.positional import positional
+from optbench.state.scenarios import IMPLEMENTATION_CHAIN, Layout, Scenario
+from optbench.suite.hyperparameters import for_torch
+from optbench.suite.spec import DTYPES
+from optbench.workloads import Workload
+
+LBFGS_REFUSAL = "LBFGS keeps its state as flat vectors"
+
+
+class Session:
+    """One case's runs: the uninterrupted baselines and the saved state_dicts, shared by its scenarios."""
+
+    def __init__(self, case: Case, ctx: RunContext, workload: Workload, save_at: int):
+        self.case, self.ctx, self.workload, self.save_at = case, ctx, workload, save_at
+        self.names = [s.name for s in workload.specs]
+        self.closure = case.suite.closure_driven
+        self.coupled = getattr(case.suite.reference, "KIND", "gradient") == "group"
+        self._cache: dict = {}
+
+    def impl(self, name: str):
+        return next((i for i in self.ctx.impls[self.case.suite.name] if i.name == name), None)
+
+    def materialize(self, dtype: str, device: str) -> dict[str, torch.nn.Parameter]:
+        return self.workload.materialize(DTYPES[dtype], torch.device(device))
+
+    def build(self, impl, layout: Layout, params: dict):
+        if layout.from_dict:
+            impl = replace(impl, optimizer_class=partial(optimizer_from_dict, impl.optimizer_class))
+        return impl.build(layout.groups(self.case.hset, params, self.ctx.seed), for_torch(self.case.hset.options))
+
+    def advance(self, stepper, params: dict, steps: range, everything: dict | None = None) -> None:
+        """Step ``params``; a closure-driven optimizer's objective reads ``everything`` (frozen ones too)."""
+        for step in steps:
+            if self.closure:
+                stepper.step(objective_closure(stepper.optimizer, everything or params, self.workload))
+            else:
+                set_gradients(params, self.workload, step)
+                stepper.step()
+
+    def baseline(self, impl, dtype: str, device: str) -> dict:
+        """The uninterrupted run's final parameters and state, keyed (fqn, tensor)."""
+        key = ("baseline", impl.name, dtype, device)
+        if key not in self._cache:
+            params = self.materialize(dtype, device)
+            stepper = self.build(impl, Layout(), params)
+            self.advance(stepper, params, range(self.workload.steps))
+            self._cache[key] = snapshot(stepper.optimizer, params)
+        return self._cache[key]
+
+    def fresh(self, impl, dtype: str, device: str, names: list[str]) -> dict:
+        """``names`` run alone from ``save_at`` with fresh state (what strict=False gives a new parameter)."""
+        params = {n: p for n, p in self.materialize(dtype, device).items() if n in names}
+        stepper = self.build(impl, Layout(), params)
+        self.advance(stepper, params, range(self.save_at, self.workload.steps))
+        return snapshot(stepper.optimizer, params)
+
+    def saved(self, impl, dtype: str, device: str, layout: Layout):
+        """(parameters after ``save_at`` steps, the state_dict read back with weights_only=True, its FQN order).
+        Each call reads the file again: torch's load_state_dict keeps the loaded tensors when no cast is due,
+        so two optimizers loaded from one dict would share (and step) the same state."""
+        key = ("saved", impl.name, dtype, device, layout)
+        if key not in self._cache:
+            params = self.materialize(dtype, device)
+            mine = {n: params[n] for n in layout.fqns(self.names)}
+            stepper = self.build(impl, layout, mine)
+            self.advance(stepper, mine, range(self.save_at), everything=params)
+            buffer = io.BytesIO()
+            torch.save(stepper.optimizer.state_dict(), buffer)
+            order = [n.removeprefix(layout.prefix) for g in stepper.optimizer.param_groups for n in g["param_names"]]
+            self._cache[key] = (params, buffer.getvalue(), order)
+        params, data, order = self._cache[key]
+        return params, torch.load(io.BytesIO(data), weights_only=True), order
+
+
+def _load_params(params: dict, layout: Layout, names: list[str], dtype: str, device: str) -> dict:
+    """The model as the loading side has it: the saved side's weights (cast, moved, one matrix grown)."""
+    out = {}
+    for n in layout.fqns(names):
+        value = params[n].detach().to(device=device, dtype=DTYPES[dtype], copy=True)
+        if layout.grown and value.dim() == 2 and not any(v.dim() == 2 for v in out.values()):
+            value = torch.cat([value, torch.zeros_like(value[:1])])
+        out[n] = torch.nn.Parameter(value, requires_grad=params[n].requires_grad)
+    return out
+
+
+def _rename(scenario: Scenario, names: list[str]):
+    return {n: scenario.load.prefix + n for n in names} if scenario.rename == "mapping" else scenario.rename
+
+
+def compare(final: dict, expected: dict, exact: bool, eps: float, tol: float, start: dict | None = None,
+            coarse: float | None = None) -> tuple[bool, str]:
+    """Bit for bit (``exact``), or within ``tol`` eps. With ``coarse`` (the eps of the update's precision by
+    design, when coarser than the parameters': Muon's bfloat16) a parameter's error is in that eps of its
+    displacement from ``start`` where smaller, as in the reshard check: two implementations round such an
+    update differently (eager vs inductor), and the parameters carry that difference from the saving side on.
+    State tensors keep their dtype's eps."""
+    if exact:
+        bad = sorted(f"{n}/{k}" for n, k in expected.keys() | final.keys() if not (
+            final.get((n, k)) is not None and expected.get((n, k)) is not None
+            and final[(n, k)].shape == expected[(n, k)].shape
+            and np.array_equal(final[(n, k)], expected[(n, k)], equal_nan=True)))
+        return not bad, ("bit for bit the uninterrupted run" if not bad
+                         else f"differs at {len(bad)} tensors, e.g. {', '.join(bad[:3])}")
+    if not coarse or start is None:
+        worst = cross_error([final], [expected], eps)
+        return worst <= tol, f"max {worst:.3g} eps (tolerance {tol:g})"
+    worst = 0.0
+    for key in expected.keys() | final.keys():
+        if key not in final or key not in expected:
+            return False, f"{'/'.join(key)} only on one side"
+        e = cross_error([{key: final[key]}], [{key: expected[key]}], eps)
+        if key[1] == "param" and key[0] in start:
+            e = min(e, moved_err_eps(final[key], expected[key], start[key[0]], coarse))
+        worst = max(worst, e)
+    return worst <= tol, f"max {worst:.3g} eps (tolerance {tol:g})"
+
+
+def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, str]:
+    """(by-name status, detail, torch's positional verdict, its detail) of one scenario."""
+    case, ctx = session.case, session.ctx
+    impl, dtype, device = case.impl, case.dtype, case.device.type
+    save_impl, save_dtype = impl, dtype
+    if scenario.save_impl:
+        save_impl = previous_implementation(session)
+        if save_impl is None:
+            return "skip", "no other implementation of this optimizer runs here", "", ""
+    if scenario.devices:
+        if not torch.cuda.is_available():
+            return "skip", "needs CUDA (saved on one device, loaded on the other)", "", ""
+        save_device, device = scenario.devices
+    else:
+        save_device = device
+    if scenario.load_dtype:
+        save_dtype, dtype = "float32", scenario.load_dtype
+        why = ctx.unavailable(impl, dtype) or ctx.unavailable(impl, save_dtype)
+        if why:
+            return "skip", why, "", ""
+    params, _, order = session.saved(save_impl, save_dtype, save_device, scenario.save)
+
+    def state_dict() -> dict:  # a fresh read of the file for every load
+        loaded = session.saved(save_impl, save_dtype, save_device, scenario.save)[1]
+        return scenario.transform(loaded) if scenario.transform is not None else loaded
+    load_names = scenario.load.fqns(session.names)
+    rename = _rename(scenario, session.names)
+    refuses, recovery, recovery_refuses = scenario.refuses, scenario.recovery, ""
+    if session.closure and scenario.load.grouping != "suite":
+        return "skip", "LBFGS takes a single param group", "", ""
+    if session.coupled and (scenario.load.grouping != "suite" or scenario.load.partial or scenario.save.partial):
+        return "skip", ("the step couples a group's tensors (its clipping norm spans them): on other groups or "
+                        "another set of parameters it is another computation than the uninterrupted run"), "", ""
+    if session.closure and scenario.reorders:  # flat vectors in parameter order: by name it can only refuse
+        refuses, recovery_refuses = scenario.refuses or LBFGS_REFUSAL, LBFGS_REFUSAL if recovery else ""
+    elif session.closure and scenario.load.grown:
+        refuses = "flat state has"
+
+    named_layout = replace(scenario.load, named=True)
+
+    def load(strict: bool, how_rename, sd, layout: Layout = named_layout):
+        mine = _load_params(params, layout, session.names, dtype, device)
+        stepper = session.build(impl, layout, mine)
+        if scenario.through_hook:
+            handle = name_aware(stepper.optimizer, strict=strict, rename=how_rename)
+            stepper.optimizer.load_state_dict(sd)
+            handle.remove()
+        else:
+            load_state_dict_by_name(stepper.optimizer, sd, strict=strict, rename=how_rename)
+        return stepper, mine
+
+    # The by-name load (after the recovery, into a named optimizer): the run that continues, and the yardstick
+    # for torch's positional load.
+    try:
+        stepper, mine = load(recovery.strict if recovery else True, (recovery.rename if recovery else None) or rename,
+                             recovery.apply(state_dict(), order) if recovery else state_dict())
+        reference = (stepper.optimizer, mine)
+    except StateDictNameError as exc:
+        reference, refusal = None, str(exc)
+    verdict, verdict_detail = positional(session, scenario, impl, state_dict(),
+                                         _load_params(params, scenario.load, session.names, dtype, device), reference)
+
+    detail = ""
+    if refuses:
+        try:
+            load(True, rename, state_dict(), scenario.load)
+            return "fail", f"by name it loaded where it must refuse ({refuses!r})", verdict, verdict_detail
+        except StateDictNameError as exc:
+            if refuses not in str(exc):
+                return "fail", f"refused, but without naming the problem: {exc}", verdict, verdict_detail
+            detail = f"refused: {str(exc)[:140]}"
+        if recovery is None:
+            return "pass", detail, verdict, verdict_detail
+        if recovery_refuses:
+            try:
+                load(recovery.strict, recovery.rename or rename, recovery.apply(state_dict(), order))
+            except StateDictNameError as exc:
+                if recovery_refuses in str(exc):
+                    return "pass", f"{detail}; with {recovery.how} too: {str(exc)[:100]}", verdict, verdict_detail
+            return ("fail", f"{detail}; with {recovery.how} it did not refuse ({recovery_refuses!r})", verdict,
+                    verdict_detail)
+        detail += f"; then with {recovery.how}: "
+    if reference is None:
+        return "fail", f"{detail}it refused the load it must accept: {refusal[:160]}", verdict, verdict_detail
+    session.advance(stepper, mine, range(session.save_at, session.workload.steps))
+    final = snapshot(stepper.optimizer, mine)
+    expected = {k: v for k, v in session.baseline(impl, save_dtype,
+                                                  save_device if not scenario.save_impl else device).items()
+                if k[0] in load_names and k[0] in order}
+    new = [n for n in load_names if n not in order]
+    if new:
+        expected.update(session.fresh(impl, dtype, device, new))
+    tol = (cross_tolerance_eps(session.workload.steps) if scenario.save_impl or scenario.devices
+           else tolerance_eps(session.workload.steps))
+    coarse = None if scenario.exact else update_eps(case.suite, dtype)
+    start = {n: as_array(p) for n, p in session.materialize(dtype, device).items()} if coarse else None
+    ok, how = compare(final, expected, scenario.exact, float(torch.finfo(DTYPES[dtype]).eps), tol, start, coarse)
+    if coarse:
+        precision = case.suite.update_precision
+        how += (f"; parameters in {precision} eps of their displacement where smaller: the update is computed in "
+                f"{precision} by design")
+    dropped = [n for n in order if n not in load_names]
+    extra = ((f"; {len(new)} new FQNs started fresh" if new else "")
+             + (f"; {len(dropped)} saved FQNs dropped" if dropped else ""))
+    return (("pass" if ok else "fail"),
+            detail + f"continued {session.workload.steps - session.save_at} steps: {how}{extra}",
+            verdict, verdict_detail)
+
+
+def previous_implementation(session: Session):
+    """The implementation before the case's in IMPLEMENTATION_CHAIN that runs here (for-loop's: foreach)."""
+    here = session.case.impl.name
+    chain = [n for n in IMPLEMENTATION_CHAIN if session.impl(n) is not None
+             and not session.ctx.unavailable(session.impl(n), session.case.dtype)]
+    if here not in chain:
+        return session.impl("for-loop") if here != "for-loop" else None
+    at = chain.index(here)
+    other = chain[at - 1] if at > 0 else (chain[1] if len(chain) > 1 and chain[1] != "compiled" else None)
+    return session.impl(other) if other else None

@@ -1,0 +1,52 @@
+"""The ``optbench`` command: ``run`` (Hydra app), ``list``, ``report``, ``coverage``, ``mutants`` and ``compare``.
+
+Hydra has no subcommands, so ``main`` pops the subcommand and, for ``run``, hands the remaining
+arguments to the ``@hydra.main`` app: multirun (``-m``), ``--cfg job``, ``--info`` and
+``--config-dir`` keep working. Mistakes the user can fix answer in one line with exit code 2;
+failed checks exit 1.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from optbench.cli.compare import compare_command
+from optbench.cli.coverage import coverage_command
+from optbench.cli.listing import list_command
+from optbench.cli.merge import merge_command
+from optbench.cli.mutants import mutants_command
+from optbench.cli.report import report_command
+from optbench.cli.run import run_command
+from optbench.usage import EXIT_OK, EXIT_USAGE, UsageError, did_you_mean, fail
+
+COMMANDS = ("run", "list", "report", "coverage", "mutants", "compare", "merge")
+USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps=N] [impl=[...]] [checks=[...]]
+                    [candidate=pkg.mod.Class] [candidate_kwargs='{...}'] [options='{...}'] [--config-dir DIR] \
+[-m] [--cfg job]
+       optbench list
+       optbench report <results.json | run directory> [--out DIR]
+       optbench report --dashboard [history dir | run dir | results.json ...] [--out DIR] [--screenshot PNG]
+       optbench coverage
+       optbench mutants [--catalogue optbench.mutants] [--dtype D ...] [--suite S ...] [--jobs N] [--out DIR] \
+[override ...]
+       optbench compare <baseline> <new> [--threshold 0.05] [--alpha 0.01] [--confidence 0.95] [--out FILE.md]
+       optbench merge <sweep dir>"""
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return EXIT_OK if args else EXIT_USAGE
+    command, rest = args[0], args[1:]
+    handlers = {"run": run_command, "list": list_command, "report": report_command, "coverage": coverage_command,
+                "mutants": mutants_command, "compare": compare_command, "merge": merge_command}
+    if command not in handlers:
+        return fail(f"unknown command '{command}': {did_you_mean(command, COMMANDS)}")
+    try:
+        return handlers[command](rest)
+    except UsageError as exc:
+        return fail(str(exc))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

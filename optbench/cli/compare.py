@@ -1,0 +1,47 @@
+"""``optbench compare``: timing changes and newly failing verdicts between two runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from optbench.results import load_run
+from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, UsageError
+
+
+def compare_command(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="optbench compare", description=(
+        "Compare two runs (say main vs a branch): per timing case the ratio of median step times, its "
+        "confidence interval and the Mann-Whitney U p-value on the timing rounds; a case is slower/faster only "
+        "when p < alpha and the ratio is beyond 1 +- threshold. Also lists verdicts that newly fail. Exit 1 if "
+        "any case is slower or any verdict newly fails."))
+    parser.add_argument("baseline", type=Path, help="results.json, or the run directory holding it")
+    parser.add_argument("new", type=Path, help="results.json, or the run directory holding it")
+    parser.add_argument("--threshold", type=float, default=0.05, help="smallest change flagged (default 0.05: 5%%)")
+    parser.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="of the ratio's interval (default 0.95)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the comparison (Markdown) to this file")
+    ns = parser.parse_args(args)
+    if not ns.threshold > 0:
+        raise UsageError(f"--threshold {ns.threshold}: need a number > 0 (0.05 is 5%)")
+    for flag in ("alpha", "confidence"):
+        if not 0 < getattr(ns, flag) < 1:
+            raise UsageError(f"--{flag} {getattr(ns, flag)}: need a number between 0 and 1")
+    from optbench.perf import compare
+    from optbench.report.compare import render as render_comparison
+
+    (base_meta, base), (new_meta, new) = load_run(ns.baseline), load_run(ns.new)
+    if differ := compare.machine_differences(base_meta, new_meta):
+        print(f"optbench: warning: the runs were measured on different machines ({differ}); their times are not "
+              "like for like", file=sys.stderr)
+    if differ := compare.timing_config_differences(base_meta, new_meta):
+        print(f"optbench: warning: the runs timed different workloads ({differ}); same-named cases are not "
+              "like for like", file=sys.stderr)
+    result = compare.compare(base, new, compare.Rule(ns.threshold, ns.alpha, ns.confidence))
+    text = render_comparison(result)
+    print(text)
+    if ns.out:
+        ns.out.parent.mkdir(parents=True, exist_ok=True)
+        ns.out.write_text(text + "\n", encoding="utf-8")
+    return EXIT_CHECK_FAILED if result.regressed else EXIT_OK

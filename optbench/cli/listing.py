@@ -1,0 +1,54 @@
+"""What ``optbench list`` shows: suites, torch's optimizers, and which implementations run here."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import OmegaConf
+
+from optbench.implementations import torch_implementations
+from optbench.suite.catalog import candidate_suite_names, optimizer_suite_names, resolve, suite_files
+from optbench.suite.spec import DTYPES, Suite
+from optbench.usage import EXIT_OK, UsageError
+
+
+def suites() -> list[Suite]:
+    files = suite_files()
+    return [resolve(OmegaConf.create(files[n].read_text(encoding="utf-8")))[0] for n in optimizer_suite_names()]
+
+
+def describe() -> str:
+    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    lines = [f"torch {torch.__version__}; devices: {', '.join(d.type for d in devices)}", "", "suites:"]
+    covered = set()
+    for suite in suites():
+        covered.add(suite.optimizer)
+        findings = sorted({d.finding for d in suite.deviations})
+        lines.append(f"  {suite.name:<11} {suite.optimizer:<11} dtypes {','.join(suite.dtypes)}; "
+                     f"{len(suite.hparams)} hparam sets"
+                     + (f"; declared findings {','.join(findings)}" if findings else ""))
+        for device in devices:
+            cells = []
+            for impl in torch_implementations(suite.optimizer_class()).values():
+                ok = [d for d in suite.dtypes if impl.available(device, DTYPES[d]) is None]
+                why = "needs CUDA" if impl.needs_cuda and device.type != "cuda" else "unavailable"
+                cells.append(f"{impl.name}({','.join(ok) if ok else why})")
+            lines.append(f"    {device.type}: {' '.join(cells)}")
+    candidate_only = candidate_suite_names()
+    meta = [n for n in suite_files() if n not in optimizer_suite_names() and n not in candidate_only]
+    others = sorted(n for n in dir(torch.optim) if isinstance(getattr(torch.optim, n), type)
+                    and issubclass(getattr(torch.optim, n), torch.optim.Optimizer) and n != "Optimizer"
+                    and n not in covered)
+    lines += ["", f"meta-suites: {', '.join(meta)}"]
+    if candidate_only:
+        lines.append(f"candidate-only suites (optbench run suite=<name> candidate=...): {', '.join(candidate_only)}")
+    if others:
+        lines.append(f"torch.optim optimizers without a suite yet: {', '.join(others)}")
+    lines += ["", "test your own optimizer: optbench run suite=adamw candidate=my_pkg.optim.MyAdamW"]
+    return "\n".join(lines)
+
+
+def list_command(args: list[str]) -> int:
+    if args:
+        raise UsageError(f"'optbench list' takes no arguments, got {' '.join(args)}")
+    print(describe())
+    return EXIT_OK

@@ -1,0 +1,76 @@
+"""``optbench run``: the Hydra app (one run, or a sweep's job) behind a validating front.
+
+Hydra has no subcommands: ``run_command`` checks the overrides (one line, exit 2, for a mistake), then hands
+them to the ``@hydra.main`` app, so multirun (``-m``), ``--cfg job``, ``--info`` and ``--config-dir`` keep
+working. Failed checks exit 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from optbench.config import CONFIG_MODULE, compose_config, precheck
+from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, UsageError, fail
+
+_exit_codes: list[int] = []
+
+
+def _config_dirs_of_run() -> list[str]:
+    """The ``--config-dir`` folders of the running Hydra app."""
+    sources = HydraConfig.get().runtime.config_sources
+    return [s.path for s in sources if s.provider == "command-line" and s.schema == "file"]
+
+
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_MODULE}", config_name="config")
+def run_app(cfg: DictConfig) -> int:
+    """One run (a sweep's job); its exit code, which a sweep's job also notes in job.json (optbench.engine.sweep)."""
+    from optbench.engine.runner import SuiteRun
+
+    try:
+        results = SuiteRun(cfg, Path(HydraConfig.get().runtime.output_dir), config_dirs=_config_dirs_of_run()).run()
+    except UsageError as exc:
+        _exit_codes.append(fail(str(exc)))
+        return _exit_codes[-1]
+    out = results.out_dir
+    print(f"results: {out / 'results.json'} (+ results.csv)\nreport:  {out / 'report.md'}")
+    print("verdict:", "FAIL" if results.failed else "PASS")
+    _exit_codes.append(EXIT_CHECK_FAILED if results.failed else EXIT_OK)
+    return _exit_codes[-1]
+
+
+def run_command(args: list[str]) -> int:
+    from hydra._internal.utils import get_args_parser  # Hydra's own flag parser: -m, --cfg job, ...
+
+    flags, unknown = get_args_parser().parse_known_args(args)
+    config_dirs = [str(Path(flags.config_dir).resolve())] if flags.config_dir else []
+    if flags.config_dir and not Path(flags.config_dir).is_dir():
+        raise UsageError(f"--config-dir {flags.config_dir}: no such directory")
+    precheck(flags.overrides + unknown, config_dirs)
+    from optbench.engine import sweep
+
+    if flags.multirun and not (flags.cfg or flags.info or flags.help or flags.hydra_help):
+        sweep.validate(flags.overrides, config_dirs)  # each swept value composed once; writes nothing
+    elif not (flags.multirun or flags.cfg or flags.info or flags.help or flags.hydra_help):
+        from optbench.engine.runner import SuiteRun
+
+        # validates suite, device, dtypes, impls, candidate, options; writes nothing
+        SuiteRun(compose_config(flags.overrides, config_dirs), Path("."), config_dirs=config_dirs)
+    _exit_codes.clear()
+    saved_argv = sys.argv
+    sys.argv = ["optbench run", *args]
+    try:
+        run_app()
+    except SystemExit as exc:  # Hydra's exit after printing an exception: in a sweep, a job that raised or died
+        if not flags.multirun:
+            raise
+        _exit_codes.append(exc.code if isinstance(exc.code, int) else EXIT_CHECK_FAILED)
+    finally:
+        sys.argv = saved_argv
+        if flags.multirun:  # jobs in other processes cannot append to _exit_codes: the merged results tell
+            _exit_codes.extend(sweep.finish())
+    return max(_exit_codes, default=EXIT_OK)

@@ -1,0 +1,59 @@
+"""The run configuration: Hydra's config module, composing it once, and checking names before Hydra does.
+
+Everything that composes a config (``optbench run``, sweeps, the mutant trials, the pytest gate) comes
+here, so a bad override answers in one line (``UsageError``) wherever it is given.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from omegaconf import DictConfig
+
+from optbench.suites import CONFIG_MODULE
+from optbench.usage import UsageError, did_you_mean
+
+
+def config_names(group: str, config_dirs=()) -> list[str]:
+    """The config files of ``group`` (``suite`` includes ``--config-dir`` folders' suites)."""
+    if group == "suite":
+        from optbench.suite.catalog import suite_names
+
+        return suite_names(config_dirs)
+    folder = resources.files(CONFIG_MODULE) / group
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def precheck(overrides: list[str], config_dirs=()) -> None:
+    """Reject unknown suite/device names (also in sweeps) before Hydra composes anything."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as exc:
+        raise UsageError(f"cannot parse overrides: {str(exc).splitlines()[0]}") from None
+    for override in parsed:
+        group = override.get_key_element()
+        if group in ("suite", "device"):
+            values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
+                      else [override.get_value_element_as_str()])
+            for value in values:
+                known = config_names(group, config_dirs)
+                if value not in known:
+                    raise UsageError(f"unknown {group} '{value}': {did_you_mean(value, known)}")
+
+
+def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
+    """Compose once with Hydra's compose API so a bad override is one line, not Hydra's error page."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    searchpath = [f"hydra.searchpath=[{','.join('file://' + d for d in config_dirs)}]"] if config_dirs else []
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+            return compose(config_name="config", overrides=[*searchpath, *overrides])
+    except Exception as exc:
+        raise UsageError(str(exc).strip().splitlines()[0]) from None
+    finally:
+        GlobalHydra.instance().clear()

@@ -1,0 +1,1 @@
+"""The run engine: cases, the runner, results written and read, run history, sweeps, mutant trials."""

@@ -1,0 +1,183 @@
+"""Turn the run config into concrete choices (device, dtypes, steps, implementations, candidate,
+ad-hoc options), or a one-line UsageError naming what is wrong and what would be right."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from optbench.implementations import (
+    TORCH_VARIANTS,
+    CandidateError,
+    Implementation,
+    candidate_implementation,
+    load_optimizer_class,
+    master_variants,
+    torch_implementations,
+)
+from optbench.suite.hyperparameters import plain
+from optbench.suite.spec import DTYPES, HparamSet, Suite
+from optbench.usage import UsageError, did_you_mean
+
+
+def _names(value, what: str) -> list[str]:
+    if value is None or value == "all":
+        return []
+    names = list(value) if isinstance(value, (list, tuple, ListConfig)) else [value]
+    if not names:
+        raise UsageError(f"{what}=[] selects nothing")
+    return [str(n) for n in names]
+
+
+def _int(cfg: DictConfig, key: str, minimum: int) -> int:
+    value = OmegaConf.select(cfg, key)
+    try:
+        number = int(value)
+        if number != float(value):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise UsageError(f"{key}={value}: need a whole number") from None
+    if number < minimum:
+        raise UsageError(f"{key}={value}: need at least {minimum}")
+    return number
+
+
+def resolve_steps(cfg: DictConfig) -> tuple[int, int]:
+    """(steps, seed), validated."""
+    return _int(cfg, "steps", 1), _int(cfg, "seed", 0)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device=cuda: CUDA is not available here (torch {torch.__version__}); use device=cpu")
+    if name not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device '{name}': {did_you_mean(name, ['cpu', 'cuda'])}")
+    return torch.device(name)
+
+
+def resolve_dtypes(cfg: DictConfig, suite: Suite) -> list[str]:
+    chosen = _names(cfg.dtype, "dtype") or list(suite.dtypes)
+    for name in chosen:
+        if name not in DTYPES:
+            raise UsageError(f"unknown dtype '{name}': {did_you_mean(name, DTYPES)}")
+    return chosen
+
+
+def resolve_compile_dtypes(cfg: DictConfig) -> tuple[str, ...] | None:
+    """The dtypes the compiled variant runs at (None: every dtype)."""
+    value = cfg.get("compile_dtypes", "all")
+    names = _names(value, "compile_dtypes")
+    for name in names:
+        if name not in DTYPES:
+            raise UsageError(f"unknown compile_dtypes entry '{name}': {did_you_mean(name, DTYPES)}")
+    return tuple(names) or None
+
+
+def resolve_compile_hparams(cfg: DictConfig) -> tuple[str, ...] | None:
+    """The hparam sets the compiled variant runs (None: all)."""
+    names = _names(cfg.get("compile_hparams", "all"), "compile_hparams")
+    return tuple(names) or None
+
+
+def _mapping(cfg: DictConfig, key: str) -> dict:
+    value = plain(cfg.get(key))
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{key}= must be a mapping like {key}='{{lr: 0.05, amsgrad: true}}', got {value!r}")
+    return dict(value)
+
+
+def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
+    """With ``options='{...}'`` the suite runs exactly that one hparam set, named ``options``."""
+    options = _mapping(cfg, "options")
+    if not options and cfg.get("options") is None:
+        return suite
+    cls = suite.optimizer_class()
+    if cls is not None:
+        from optbench.suite.hyperparameters import not_taken
+
+        unknown = not_taken(cls, options)
+        if unknown:
+            raise UsageError(f"options: {cls.__name__} takes no {', '.join(unknown)}")
+    hset = HparamSet("options", options)
+    return replace(suite, hparams=(hset,), roundtrip_hparams="options")
+
+
+def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:
+    try:
+        candidate = candidate_implementation(str(cfg.candidate), _mapping(cfg, "candidate_kwargs"))
+        return candidate if suite.candidate_named else replace(candidate, named=False)
+    except CandidateError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementation | None,
+                            lenient: bool = False) -> list[Implementation]:
+    """The suite optimizer's variants (all, or ``impl=``), the candidate first if there is one
+    (then only the for-loop runs beside it unless ``impl=`` says more). ``lenient`` (meta-suites)
+    ignores ``impl=`` names a suite's optimizer does not offer."""
+    try:
+        cls = suite.optimizer_class()
+    except (LookupError, CandidateError) as exc:
+        raise UsageError(f"suite {suite.name!r}: {exc}") from None
+    variants = torch_implementations(cls) if cls is not None else {}
+    if suite.variants is not None:
+        variants = {n: v for n, v in variants.items() if n in suite.variants}
+    try:
+        variants |= {name: Implementation(name, load_optimizer_class(path, what=f"suite {suite.name!r} implementation"))
+                     for name, path in suite.implementations.items()}
+    except CandidateError as exc:
+        raise UsageError(str(exc)) from None
+    names = _names(cfg.impl, "impl")
+    variants |= master_variants(names, variants)  # <variant>+master32: float32 master copies (opt-in)
+    if candidate is None and cls is None:
+        raise UsageError(f"suite {suite.name!r} has no optimizer of its own: pass candidate=my_pkg.MyOptimizer")
+    if candidate is not None:
+        names = [n for n in (names or list(variants)[:1]) if n != "candidate" and n in variants]
+        return [candidate] + [variants[n] for n in names]
+    for name in names:
+        if name not in variants and not (lenient and name.removesuffix("+master32") in TORCH_VARIANTS):
+            known = list(variants)
+            raise UsageError(f"{cls.__name__} has no implementation '{name}': {did_you_mean(name, known)} "
+                             "(any of them +master32 for float32 master copies)")
+    chosen = [variants[n] for n in names if n in variants] if names else list(variants.values())
+    if not chosen and not lenient:
+        raise UsageError(f"impl={names} selects nothing {cls.__name__} offers")
+    return chosen
+
+
+def _number(cfg: DictConfig, key: str, low: float, high: float = float("inf"), value=None) -> float:
+    value = OmegaConf.select(cfg, key) if value is None else value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{key}={value}: need a number") from None
+    if not low <= number <= high:
+        raise UsageError(f"{key}={value}: need a number in [{low:g}, {high:g}]")
+    return number
+
+
+def resolve_timing(cfg: DictConfig) -> None:
+    """The speed and scaling sections checked before anything runs: sizes, counts, times, edge cases."""
+    from optbench.workloads.speed import EDGE_CASES
+
+    _number(cfg, "speed.params", 1)
+    _int(cfg, "speed.min_rounds", 1)
+    for key in ("speed.min_run_time", "speed.max_run_time", "speed.probe_run_time"):
+        _number(cfg, key, 1e-6)
+    if OmegaConf.select(cfg, "speed.threads") is not None:
+        _int(cfg, "speed.threads", 1)
+    for name in _names(OmegaConf.select(cfg, "speed.edge_cases") or "all", "speed.edge_cases"):
+        if name not in EDGE_CASES:
+            raise UsageError(f"unknown speed.edge_cases entry '{name}': {did_you_mean(name, EDGE_CASES)}")
+    for value in OmegaConf.select(cfg, "scaling.params") or ():
+        _number(cfg, "scaling.params", 1, value=value)
+    for value in OmegaConf.select(cfg, "scaling.tensor_counts") or ():
+        if not isinstance(value, int) or value < 1:
+            raise UsageError(f"scaling.tensor_counts entry {value!r}: need a whole number of at least 1")
+    _number(cfg, "scaling.tensors_params", 1)
+    _number(cfg, "scaling.memory_fraction", 1e-6, 1.0)

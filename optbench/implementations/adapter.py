@@ -1,0 +1,90 @@
+"""The implementation interface: how the harness builds and steps an optimizer under test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from optbench.suite.hyperparameters import takes
+
+from .graphed import GraphedStep
+
+ParamGroups = list[dict]  # torch param groups whose "params" are (name, tensor) pairs
+
+
+@dataclass
+class Stepper:
+    """A built optimizer and the callable that performs one step (compiled, graphed or not).
+
+    ``params`` names the tensors the optimizer steps when they are not the model's own (float32
+    master copies, ``implementations.master_weights``), and ``precision`` the dtype those are judged in;
+    None for both means the model's parameters at the run's dtype.
+    """
+
+    optimizer: torch.optim.Optimizer
+    step: Callable[..., object]
+    params: dict[str, torch.Tensor] | None = None
+    precision: torch.dtype | None = None
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A named way to build an optimizer from named param groups and hyperparameters.
+
+    ``build(groups, options)`` returns a Stepper; ``available(device, dtype)`` says why a torch
+    variant cannot run there (a one-line reason) or None when it can. A candidate is never probed:
+    whatever it raises is reported as an error of that case. ``needs_cuda`` variants (capturable,
+    graphed) are not probed off CUDA: they are "needs CUDA" there. ``checks`` limits the checks a
+    variant takes part in (None: all).
+    """
+
+    name: str
+    optimizer_class: type
+    flags: dict = field(default_factory=dict)
+    compiled: bool = False
+    is_candidate: bool = False
+    extra_kwargs: dict = field(default_factory=dict)  # a candidate's candidate_kwargs
+    graphed: bool = False  # the step captured in a CUDA graph and replayed (implementations.graphed)
+    needs_cuda: bool = False
+    checks: tuple[str, ...] | None = None
+    named: bool = True  # False: built from plain tensors, for a class that cannot take named parameters
+
+
+    def build(self, groups: ParamGroups, options: dict | None = None) -> Stepper:
+        if not self.named:  # the names stay with the harness (it pairs tensors by identity); torch records none
+            groups = [{**g, "params": [p[1] if isinstance(p, tuple) else p for p in g["params"]]} for g in groups]
+        kwargs = {**(options or {}), **self.extra_kwargs, **self.flags}
+        if "parameters_names" not in kwargs and takes(self.optimizer_class, "parameters_names", through_kwargs=False):
+            named = all(isinstance(p, tuple) for g in groups for p in g["params"])
+            if named:  # icefall's ScaledAdam: the names per group, List[List[str]], beside the named params
+                kwargs["parameters_names"] = [[n for n, _ in g["params"]] for g in groups]
+        optimizer = self.optimizer_class(groups, **kwargs)
+        step = optimizer.step
+        if self.compiled:
+            torch._dynamo.reset()  # a fresh cache per build: past its recompile limit dynamo runs eager
+            step = torch.compile(optimizer.step)
+        if self.graphed:
+            step = GraphedStep(optimizer)
+        return Stepper(optimizer, step)
+
+    def available(self, device: torch.device, dtype: torch.dtype) -> str | None:
+        if self.is_candidate:
+            return None
+        if self.needs_cuda and device.type != "cuda":
+            what = "a CUDA graph captures the step" if self.graphed else "torch steps capturable=True only on CUDA"
+            return f"needs CUDA: {what} (device is {device.type})"
+        shape = (2, 2) if self.optimizer_class is torch.optim.Muon else (2,)
+        probe = torch.nn.Parameter(torch.zeros(shape, device=device, dtype=dtype))
+        probe.grad = (torch.zeros_like(probe).to_sparse() if self.optimizer_class is torch.optim.SparseAdam
+                      else torch.zeros_like(probe))
+        try:
+            optimizer = self.optimizer_class([probe], **self.flags)
+            if self.optimizer_class is torch.optim.LBFGS:
+                optimizer.step(lambda: (probe * probe).sum())
+            else:
+                optimizer.step()  # some check device/dtype only at step
+        except (RuntimeError, ValueError, TypeError) as exc:
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        return None

@@ -1,0 +1,29 @@
+"""Deliberately wrong optimizers ("mutants") that optbench must catch, and correct controls.
+
+One module per optimizer; each holds hand-written optimizers that subclass the torch optimizer they
+imitate (so they take exactly its constructor arguments) and carry exactly one bug, named in their
+one-line docstring, plus ``MUTANTS`` (class -> suite where it must FAIL) and ``CONTROLS`` (class ->
+suite where it must PASS), and optionally ``EXISTS_AT`` (class -> the dtypes its bug can exist at).
+Run one as ``candidate=optbench.mutants.<module>.<Class>``. The catalogue below is discovered from the
+modules, not listed by hand.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+MUTANTS: dict[str, str] = {}  # "module.Class" -> suite
+CONTROLS: dict[str, str] = {}
+EXISTS_AT: dict[str, tuple[str, ...]] = {}  # "module.Class" -> the dtypes its bug can exist at (default: all)
+CAUGHT_BY: dict[str, str] = {}  # "module.Class" -> the check that must catch it (default: parity)
+STEPS = {"lbfgs": 8, "muon": 10}  # steps per run (default 25, which reaches AdamW's bug from step 21); LBFGS
+# (up to 20 updates a step) and Muon mutants show from their first steps, and their steps cost the most
+
+for _info in pkgutil.iter_modules(__path__):
+    _module = importlib.import_module(f"{__name__}.{_info.name}")
+    for _catalogue, _found in ((MUTANTS, getattr(_module, "MUTANTS", {})),
+                               (CONTROLS, getattr(_module, "CONTROLS", {}))):
+        _catalogue.update({f"{_info.name}.{cls}": suite for cls, suite in _found.items()})
+    EXISTS_AT.update({f"{_info.name}.{cls}": tuple(d) for cls, d in getattr(_module, "EXISTS_AT", {}).items()})
+    CAUGHT_BY.update({f"{_info.name}.{cls}": check for cls, check in getattr(_module, "CAUGHT_BY", {}).items()})

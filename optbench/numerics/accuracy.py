@@ -1,0 +1,79 @@
+"""The error measure and its tolerance: error in units of the dtype's eps (docs/tolerances.md).
+
+For each step, parameter name (FQN) and tensor (the parameter and every state tensor), the error is
+``max|actual - reference| / (eps(dtype) * scale)`` where ``scale`` is the largest magnitude that
+reference tensor has had up to that step: a normwise error, stable when a value crosses zero. NaN on
+both sides at the same place, or equal infinities, count as agreement; any other non-finite
+mismatch, a shape mismatch, or a state key only one side keeps is an infinite error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TINY = np.finfo(np.float64).tiny
+
+
+def widened(x) -> np.ndarray:
+    """``x`` as float64 NumPy, or complex128 if it is complex (whose error is then the modulus of the
+    difference, and whose magnitude the modulus: normwise over the real and imaginary parts)."""
+    return np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64)
+
+
+def magnitude(x: np.ndarray) -> float:
+    finite = x[np.isfinite(x)]
+    return float(np.abs(finite).max()) if finite.size else 0.0
+
+
+def err_eps(actual: np.ndarray, expected: np.ndarray, eps: float, scale: float = 0.0, slack=0.0) -> float:
+    """Normwise error of ``actual`` against ``expected`` in units of ``eps``, relative to
+    ``max(scale, max|expected|)``, after ``slack`` (a number or one per element) is forgiven."""
+    if actual.shape != expected.shape:
+        return float("inf")
+    if expected.size == 0:
+        return 0.0
+    finite = np.isfinite(expected) & np.isfinite(actual)
+    agree = (np.isnan(expected) & np.isnan(actual)) | (np.isinf(expected) & (actual == expected))
+    if not np.all(finite | agree):
+        return float("inf")
+    if not finite.any():
+        return 0.0
+    excess = np.abs(actual[finite] - expected[finite])
+    if np.any(slack):
+        excess = np.maximum(excess - np.broadcast_to(slack, actual.shape)[finite], 0.0)
+    scale = max(scale, float(np.abs(expected[finite]).max()), TINY)
+    with np.errstate(over="ignore", invalid="ignore"):  # an error too large for a float is an infinite error
+        return float(excess.max() / (eps * scale))
+
+
+def moved_err_eps(actual: np.ndarray, expected: np.ndarray, start: np.ndarray, eps: float) -> float:
+    """Error in ``eps`` of how far the parameter moved from ``start`` (its displacement's largest element):
+    the measure for an update computed in a coarser precision than the parameter by design (Muon: bfloat16)."""
+    if actual.shape != expected.shape or not np.isfinite(actual).all():
+        return float("inf")
+    diff, moved = float(np.abs(actual - expected).max(initial=0.0)), float(np.abs(expected - start).max(initial=0.0))
+    return 0.0 if diff == 0 else diff / (eps * moved) if moved else float("inf")
+
+
+def tolerance_eps(step):
+    """Allowed error in eps units after ``step`` steps: 16 for one step's rounding (amplified by
+    divisions and square roots) plus 1 per step of accumulation."""
+    return 16.0 + step
+
+
+def cross_tolerance_eps(steps: int) -> float:
+    """Two implementations may each be ``tolerance_eps`` away from the reference."""
+    return 2 * tolerance_eps(steps)
+
+
+def cross_error(snapshots: list[dict], baseline: list[dict], eps: float, skip=frozenset()) -> float:
+    """Max error in eps units of one implementation's trajectory against another's (e.g. for-loop),
+    over every (fqn, tensor) key not in ``skip``."""
+    worst, scales = 0.0, {}
+    for mine, theirs in zip(snapshots, baseline):
+        for key in (mine.keys() | theirs.keys()) - skip:
+            if key not in mine or key not in theirs:
+                return float("inf")
+            scales[key] = max(scales.get(key, 0.0), magnitude(theirs[key]))
+            worst = max(worst, err_eps(mine[key], theirs[key], eps, scales[key]))
+    return worst

@@ -1,0 +1,147 @@
+"""The one-step check: each step of an implementation against the reference's step from the
+implementation's own pre-step parameters and state (docs/tolerances.md, "Two gates").
+
+The free-running trajectory measures drift, and its tolerance must grow with the steps; at bfloat16
+that tolerance is a large relative error, and a bug that changes the update by a few percent hides in
+it. Restarting the reference from the implementation's own state every step removes the drift: what
+is left is one step's rounding, so the tolerance stays tight at every dtype and every step.
+
+* **State tensors** are compared as the trajectory compares them (normwise, in eps of the dtype).
+* **The parameter** is compared through its update ``p_new - p_old``, in eps of the update's own
+  magnitude, after allowing ``PARAM_ROUNDINGS`` ulps of the parameter for the rounding of the new
+  parameter to its dtype: an update smaller than that is rounded away in any correct implementation
+  and carries no information, a larger one is checked to a few eps of itself.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import torch
+
+from optbench.numerics.accuracy import err_eps, magnitude, widened
+
+# A correct step may round the parameter three times (a decay factor like 1 - lr * weight_decay rounded
+# to the dtype, the multiplication, then the update), each by up to half an ulp of the parameter:
+# measured 1.1 ulps for torch's float32 AdamW. Two ulps of slack cover it.
+PARAM_ROUNDINGS = 2.0
+# The finest relative precision the update is checked to: torch keeps step-dependent scalars (the step
+# counter, a Tensor lr or betas) in float32 by design, and 1 - beta2**t computed in float32 loses up to
+# eps32 / (1 - beta2), about 1e3 float32 eps at beta2 = 0.999, to cancellation: 2**-16 (1.5e-5) per unit
+# leaves 16 units = 2.4e-4 relative, twice that. Coarser dtypes (bfloat16, float16) use their own eps;
+# below this the free-running trajectory gates (docs/tolerances.md).
+UPDATE_FLOOR_EPS = 2.0**-16
+# One step's rounding, amplified by divisions and square roots: the same 16 eps the trajectory's
+# tolerance starts from, without its growth (the measured worst of torch's variants is in
+# docs/tolerances.md).
+ONE_STEP_TOL = 16.0
+# The rounding envelope: the reference's step re-run with every input (parameter, gradient, state
+# arrays) moved by up to eps relative, seeded; each element may be off by ENVELOPE_FACTOR times the largest
+# move seen. Rounding error analysis: a correct step is the exact step of inputs perturbed by a few eps.
+ENVELOPE_DRAWS = 2
+ENVELOPE_FACTOR = 4.0
+
+
+def ulp(x: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """The spacing of ``dtype``'s floats at each element of ``x`` (subnormals included)."""
+    info = torch.finfo(dtype)
+    magnitude_ = np.maximum(np.abs(x), info.smallest_normal)
+    return info.eps * np.exp2(np.floor(np.log2(magnitude_)))
+
+
+def perturbed(value, eps: float, rng: np.random.Generator, *, scalars: bool = False):
+    """``value`` with each element moved by up to eps relative, uniformly at random, independently per
+    element and input (so that two inputs that cancel exactly do not move together); counters,
+    anything not an array and, unless ``scalars``, 0-dim arrays are left alone."""
+    if isinstance(value, tuple) and len(value) == 2:  # a sparse gradient: (indices, values)
+        return value[0], perturbed(value[1], eps, rng, scalars=scalars)
+    if not isinstance(value, np.ndarray) or (value.ndim == 0 and not scalars):
+        return value
+    if value.dtype.kind == "c":  # parts round apart
+        return perturbed(value.real, eps, rng, scalars=scalars) + 1j * perturbed(value.imag, eps, rng, scalars=scalars)
+    if value.dtype.kind == "f":
+        return np.asarray(value * (1.0 + eps * rng.uniform(-1.0, 1.0, size=value.shape)))  # 0-dim stays an array
+    return value
+
+
+def update_error(p_old: np.ndarray, p_new: np.ndarray, ref_new: np.ndarray, dtype: torch.dtype, eps: float,
+                 scale: float, envelope: np.ndarray | float = 0.0) -> float:
+    """Error of the update ``p_new - p_old`` against ``ref_new - p_old``, in units of ``eps`` of
+    ``max(scale, max|reference update|)``, after ``PARAM_ROUNDINGS`` ulps of the new parameter and
+    ``envelope`` (the reference update's own sensitivity to rounding) per element."""
+    if p_new.shape != ref_new.shape:
+        return float("inf")  # (the slack below needs p_new's shape)
+    with np.errstate(invalid="ignore"):
+        slack = PARAM_ROUNDINGS * ulp(np.where(np.isfinite(p_new), p_new, 0.0), dtype) + envelope
+        return err_eps(p_new - p_old, ref_new - p_old, eps, scale, slack)
+
+
+class OneStep:
+    """Accumulates one-step rows ``(step, fqn, tensor, err_eps, tol)`` over a trajectory.
+
+    ``update_eps`` is the eps the parameter's update is measured in: the dtype's (at least
+    ``UPDATE_FLOOR_EPS``), or coarser where the algorithm computes its update in a lower precision by
+    design (Muon: bfloat16). Every element also gets ``ENVELOPE_FACTOR`` times its rounding envelope:
+    how far the reference's own step moves when its inputs move by the dtype's eps (``ENVELOPE_DRAWS``
+    seeded draws), which is what a correct implementation's rounding can do to an ill-conditioned
+    element (a gradient that cancels its weight decay, a max over near-ties, a sign near zero)."""
+
+    def __init__(self, reference, hp: dict, dtype: torch.dtype, update_eps: float | None = None):
+        self.reference, self.hp, self.dtype = reference, hp, dtype
+        self.eps = torch.finfo(dtype).eps
+        self.update_eps = max(update_eps or 0.0, self.eps, UPDATE_FLOOR_EPS)
+        self.scales: dict[tuple[str, str], float] = {}
+        self.rows: list[tuple] = []
+
+    def _envelopes(self, step: int, name: str, p_old, grad, state, ref_param, ref_state):
+        """Per element, the largest move of the reference's update and new state under input rounding."""
+        update_env, state_env = np.zeros(ref_param.shape), {}
+        for draw in range(ENVELOPE_DRAWS):
+            rng = np.random.default_rng([step, draw, zlib.crc32(name.encode())])
+            p = perturbed(p_old, self.eps, rng)
+            moved = {k: perturbed(v, self.eps, rng) for k, v in state.items()}
+            new_p, new_state = self.reference.update(p, perturbed(grad, self.eps, rng), moved, self.hp[name])
+            with np.errstate(invalid="ignore"):
+                update_env = np.fmax(update_env, np.abs((np.asarray(new_p) - p) - (ref_param - p_old)))
+                for k, v in ref_state.items():
+                    if isinstance(v, np.ndarray) and k in new_state:
+                        state_env[k] = np.fmax(state_env.get(k, 0.0), np.abs(np.asarray(new_state[k]) - v))
+        return ENVELOPE_FACTOR * update_env, {k: ENVELOPE_FACTOR * v for k, v in state_env.items()}
+
+    def _subnormal(self, ref_state: dict, shape) -> np.ndarray | bool:
+        """Elements whose exact new state (any tensor shaped like the parameter) lies in the dtype's
+        subnormal range: stored with a few bits at best (float16: below 6.1e-5), their update carries
+        no checkable precision and is left to the trajectory gate."""
+        tiny = torch.finfo(self.dtype).smallest_normal
+        mask = False
+        for value in ref_state.values():
+            if isinstance(value, np.ndarray) and value.shape == shape and value.size:
+                with np.errstate(invalid="ignore"):
+                    mask = mask | ((np.abs(value) < tiny) & (value != 0))
+        return mask
+
+    def record(self, step: int, before: dict, after: dict, grads: dict, private: dict[str, dict]) -> None:
+        """Compare the step from ``before`` to ``after`` (snapshots) with the reference's step on
+        ``grads``; ``private`` holds the reference's own state per FQN, for keys torch does not keep."""
+        for name, grad in grads.items():
+            if grad is None:
+                continue
+            p_old = before[(name, "param")]
+            own = {k: v for (n, k), v in before.items() if n == name and k != "param"}
+            state = {**(private.get(name) or self.reference.init(p_old, self.hp[name])), **own}
+            ref_param, ref_state = self.reference.update(p_old, grad, state, self.hp[name])
+            ref_param = widened(ref_param)
+            update_env, state_env = self._envelopes(step, name, p_old, grad, state, ref_param, ref_state)
+            update_env = update_env + np.where(self._subnormal(ref_state, ref_param.shape), np.inf, 0.0)
+            key = (name, "param")
+            self.scales[key] = max(self.scales.get(key, 0.0), magnitude(ref_param - p_old))
+            err = update_error(p_old, after[key], ref_param, self.dtype, self.update_eps, self.scales[key], update_env)
+            self.rows.append((step, name, "param", err, ONE_STEP_TOL))
+            for k, value in ref_state.items():
+                if (name, k) not in after or not isinstance(value, (np.ndarray, np.floating, float)):
+                    continue
+                expected = widened(value)
+                self.scales[(name, k)] = max(self.scales.get((name, k), 0.0), magnitude(expected))
+                err = err_eps(after[(name, k)], expected, self.eps, self.scales[(name, k)], state_env.get(k, 0.0))
+                self.rows.append((step, name, k, err, ONE_STEP_TOL))

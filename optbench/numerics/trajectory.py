@@ -1,0 +1,297 @@
+"""Step an implementation and the float64 reference side by side and measure them after every step.
+
+Both start from the same dtype-rounded parameters and receive the same dtype-rounded gradients
+(captured before the implementation steps, so an optimizer that writes into ``.grad`` cannot hide it).
+A closure-driven optimizer (LBFGS) gets a closure over the workload's objective; the reference runs its
+own iterations and line search on the float64 objective, and a second, perturbed reference run sets
+the yardstick its tolerance scales with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from optbench.implementations import Implementation
+from optbench.numerics.accuracy import err_eps, magnitude, tolerance_eps
+from optbench.numerics.master_copy import RoundingYardstick, model_rows
+from optbench.numerics.one_step import OneStep
+from optbench.numerics.precision import kept_in
+from optbench.reference.complex import as_complex
+from optbench.state.batched import per_parameter_state
+from optbench.suite.schedules import factor as schedule_factor
+from optbench.suite.schedules import torch_scheduler
+from optbench.suite.spec import HparamSet
+from optbench.workloads import Workload, reference_gradient
+
+# A closure-driven trajectory is held to max(tolerance_eps, YARDSTICK_FACTOR x the distance between the
+# exact reference and the reference fed objective values perturbed by the dtype's eps): an iterative
+# method with line searches amplifies rounding by its own conditioning (docs/tolerances.md).
+YARDSTICK_FACTOR = 10.0
+
+
+def as_array(value) -> np.ndarray | None:
+    """A state value as float64 NumPy (tensors and Python numbers); None for anything else."""
+    if isinstance(value, torch.Tensor):  # a copy: .to() returns float64 CPU tensors themselves
+        if value.is_sparse:
+            value = value.to_dense()
+        if value.is_complex():
+            return value.detach().to(device="cpu", dtype=torch.complex128, copy=True).numpy()
+        return value.detach().to(device="cpu", dtype=torch.float64, copy=True).numpy()
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return np.float64(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fiuc":
+        return value.astype(np.float64) if value.dtype.kind != "c" else value
+    return None
+
+
+def snapshot(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], np.ndarray]:
+    """Every parameter and state tensor, keyed (fqn, "param" | state key), as float64 NumPy."""
+    out, states = {}, per_parameter_state(optimizer)
+    for name, p in params.items():
+        out[(name, "param")] = as_array(p)
+        for key, value in states.get(p, {}).items():
+            array = as_array(value)
+            if array is not None:
+                out[(name, key)] = array
+    return out
+
+
+def set_gradients(params: dict[str, torch.nn.Parameter], workload: Workload, step: int) -> None:
+    for name, p in params.items():
+        p.grad = workload.gradient(step, name, p) if p.requires_grad else None
+
+
+def objective_closure(optimizer: torch.optim.Optimizer, params: dict[str, torch.nn.Parameter], workload: Workload):
+    def closure():
+        optimizer.zero_grad(set_to_none=True)
+        loss = workload.objective.torch_loss(params)
+        loss.backward()
+        return loss
+
+    return closure
+
+
+@dataclass
+class Trajectory:
+    """Per-step errors against the reference, of kind ``trajectory`` (free-running: drift) and, when
+    asked, ``one-step`` (each step from the implementation's own state); optionally its snapshots."""
+
+    errors: pd.DataFrame  # columns: step, fqn, tensor, err_eps, tol (the tolerance that row is held to), kind
+    snapshots: list[dict] = field(default_factory=list)
+    # (fqn, tensor) -> dtype name it was kept in (optbench.numerics.precision)
+    dtypes: dict = field(default_factory=dict)
+
+
+class _GradientReference:
+    """The reference stepped per tensor on the gradients the implementation received."""
+
+    def __init__(self, reference, params: dict[str, np.ndarray], hp: dict[str, dict]):
+        self.reference, self.params, self.hp, self.state = reference, params, hp, {}
+        if getattr(reference, "EAGER_STATE", False):  # state exists from construction on (Adagrad)
+            self.state = {n: reference.init(p, hp[n]) for n, p in params.items()}
+
+    def step(self, grads: dict[str, object]) -> None:
+        for name, grad in grads.items():
+            if grad is None:
+                continue
+            if name not in self.state:
+                self.state[name] = self.reference.init(self.params[name], self.hp[name])
+            self.params[name], self.state[name] = self.reference.update(self.params[name], grad, self.state[name],
+                                                                        self.hp[name])
+
+    def expected(self) -> dict[tuple[str, str], np.ndarray]:
+        out = {(n, "param"): v for n, v in self.params.items()}
+        for name, state in self.state.items():
+            out.update({(name, k): a for k, v in state.items() if (a := as_array(v)) is not None})
+        return out
+
+    def error_scales(self) -> dict[tuple[str, str], float]:
+        """What a state tensor's rounding scales with where that is not its own magnitude, as the reference
+        declares it (``error_scale`` in its state): for a sum of terms that cancel, their magnitudes' sum."""
+        return {(n, k): float(v) for n, state in self.state.items()
+                for k, v in state.get("error_scale", {}).items() if k in state}
+
+
+class _GroupReference(_GradientReference):
+    """A reference whose step couples the tensors of a param group (``KIND = "group"``: ScaledAdam clips
+    against the whole group's gradient norm), stepped a group at a time with every name of it; a name
+    whose gradient is None is passed as None (the reference says what that means)."""
+
+    def __init__(self, reference, params: dict[str, np.ndarray], hp: dict[str, dict], groups: list[list[str]]):
+        super().__init__(reference, params, hp)
+        self.groups = [names for names in groups if names]
+
+    def step(self, grads: dict[str, object]) -> None:
+        for names in self.groups:
+            for name in names:
+                if name not in self.state:
+                    self.state[name] = self.reference.init(self.params[name], self.hp[name])
+            params, states = self.reference.update_group({n: self.params[n] for n in names},
+                                                         {n: grads.get(n) for n in names},
+                                                         {n: self.state[n] for n in names}, self.hp[names[0]])
+            self.params.update(params)
+            self.state.update(states)
+
+
+class _ClosureReference:
+    """The reference of a closure-driven optimizer on the flat vector of its (single) group. With
+    ``noise`` every objective evaluation is perturbed by that relative amount (seeded): the same
+    algorithm fed values only as exact as the dtype under test, whose distance from the exact run
+    measures how much rounding alone moves this trajectory (the yardstick of ``run_trajectory``)."""
+
+    def __init__(self, reference, params: dict[str, np.ndarray], hp: dict[str, dict], workload: Workload,
+                 frozen: set[str], noise: float = 0.0):
+        self.reference, self.params, self.workload, self.frozen = reference, params, workload, frozen
+        self.noise, self.rng = noise, np.random.default_rng(12345)
+        self.names = list(params)
+        self.hp = hp[self.names[0]]
+        self.x = np.concatenate([params[n].reshape(-1) for n in self.names]) if self.names else np.zeros(0)
+        self.state = reference.init(self.x, self.hp)
+
+    def _unflat(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        out, offset = {}, 0
+        for n in self.names:
+            size = self.params[n].size
+            out[n] = x[offset:offset + size].reshape(self.params[n].shape)
+            offset += size
+        return out
+
+    def objective(self, x: np.ndarray):
+        loss, grads = self.workload.objective.value_and_grad(self._unflat(x))
+        flat = [np.zeros(self.params[n].size) if n in self.frozen else grads[n].reshape(-1) for n in self.names]
+        grad = np.concatenate(flat) if flat else np.zeros(0)
+        if self.noise:  # a sum over n terms is about sqrt(n) roundings off; each gradient element a few
+            loss *= 1.0 + self.noise * np.sqrt(max(grad.size, 1)) * self.rng.uniform(-1.0, 1.0)
+            grad = grad * (1.0 + 4 * self.noise * self.rng.uniform(-1.0, 1.0, grad.shape))
+        return loss, grad
+
+    def step(self, grads) -> None:
+        self.x, self.state, _ = self.reference.step(self.x, self.objective, self.state, self.hp)
+        self.params = self._unflat(self.x)
+
+    def expected(self) -> dict[tuple[str, str], np.ndarray]:
+        out = {(n, "param"): v for n, v in self.params.items()}
+        if self.names:
+            out.update({(self.names[0], k): a for k, v in self.state.items() if (a := as_array(v)) is not None})
+        return out
+
+
+def _groups_by_name(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[str, dict]:
+    """FQN -> its param group, by tensor identity (an optimizer built from plain tensors records no param_names)."""
+    names = {id(p): n for n, p in params.items()}
+    return {names[id(p)]: group for group in optimizer.param_groups for p in group["params"] if id(p) in names}
+
+
+def scheduled_lr(documented: float, held) -> float:
+    """The lr the reference uses for a step: the documented schedule's value; where the optimizer holds
+    its lr in a Tensor, the value that Tensor holds if it is that value rounded (within 2 ulps of its
+    dtype: the scheduler computes ``base_lr * factor`` in the Tensor's dtype), so rounding is not an error
+    and a wrong schedule still is."""
+    if isinstance(held, torch.Tensor):
+        have = float(held.reshape(-1)[0])
+        if abs(have - documented) <= 2 * torch.finfo(held.dtype).eps * abs(documented):
+            return have
+    return documented
+
+
+def run_trajectory(
+    impl: Implementation,
+    hset: HparamSet,
+    reference,
+    defaults: dict,
+    workload: Workload,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    reference_options: dict | None = None,
+    keep_snapshots: bool = False,
+    one_step: bool = False,
+    update_eps: float | None = None,
+) -> Trajectory:
+    """Run ``workload.steps`` steps of ``impl`` and of the reference, comparing after each step.
+    With ``one_step`` (gradient-driven optimizers) also check each step from the implementation's own
+    state (``optbench.numerics.one_step``), the update measured in ``update_eps`` where that is coarser than
+    the dtype's eps."""
+    params = workload.materialize(dtype, device)
+    stepper = hset.build(impl, params)
+    # float32 masters: implementations.master_weights
+    stepped, judged = stepper.params or params, stepper.precision or dtype
+    eps = torch.finfo(dtype).eps
+    tighter = torch.finfo(judged).eps / eps  # rows stay in eps of ``dtype``; masters are held to float32's tolerance
+    start = {n: as_array(p) for n, p in params.items()}  # float64 copies (complex128 for complex parameters)
+    hp = hset.reference_hp(list(params), defaults, {**(reference_options or {}), "dtype_eps": torch.finfo(judged).eps})
+    for name, meta in workload.meta.items():  # what the parameter carries besides its values (u-muP's mup_type)
+        if name in hp:
+            hp[name]["param_meta"] = dict(meta)
+    reference = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
+    kind = getattr(reference, "KIND", "gradient")
+    closure_driven = kind == "closure"
+    yardstick = None
+    if closure_driven:
+        frozen = {n for n, p in params.items() if not p.requires_grad}
+        ref = _ClosureReference(reference, start, hp, workload, frozen)
+        yardstick = _ClosureReference(reference, {n: v.copy() for n, v in start.items()}, hp, workload, frozen,
+                                      noise=eps)
+        closure = objective_closure(stepper.optimizer, params, workload)
+    elif kind == "group":
+        ref = _GroupReference(reference, start, hp, hset.assign(list(params)))
+    else:
+        ref = _GradientReference(reference, start, hp)
+        if stepped is not params:  # masters: how far float32 rounding alone moves them (optbench.numerics.master_copy)
+            yardstick = RoundingYardstick(lambda moved: _GradientReference(reference, moved, hp), start, eps * tighter)
+    scheduler = torch_scheduler(hset.schedule, stepper.optimizer) if hset.schedule else None
+    base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
+    lr_groups = _groups_by_name(stepper.optimizer, stepped) if hset.schedule else {}
+    rows, snapshots, scales, noise = [], [], {}, {}
+    # The one-step gate feeds one tensor's own state to a per-tensor reference: not for a group-coupled step.
+    local = OneStep(reference, hp, judged, update_eps) if one_step and kind == "gradient" else None
+    for step in range(workload.steps):
+        for name, lr in base_lr.items():  # the documented schedule, in place (the references hold these dicts)
+            hp[name]["lr"] = scheduled_lr(lr * schedule_factor(hset.schedule, step), lr_groups[name]["lr"])
+        if closure_driven:
+            stepper.step(closure)
+            ref.step(None)
+            yardstick.step(None)
+        else:
+            set_gradients(params, workload, step)
+            grads = {n: reference_gradient(p.grad) for n, p in params.items()}
+            before = snapshot(stepper.optimizer, stepped) if local else None
+            private = dict(ref.state)  # the reference's own state before the step (update never mutates it)
+            stepper.step()
+            ref.step(grads)
+            if yardstick is not None:
+                yardstick.step(grads)
+        if scheduler is not None:
+            scheduler.step()
+        actual, expected = snapshot(stepper.optimizer, stepped), ref.expected()
+        declared = ref.error_scales() if hasattr(ref, "error_scales") else {}
+        noisy = yardstick.expected() if yardstick is not None else {}
+        if local:
+            local.record(step + 1, before, actual, grads, private)
+        for key in sorted(expected.keys() | actual.keys()):
+            tol = tolerance_eps(step + 1) * tighter
+            if key in expected and key in actual:
+                scales[key] = max(scales.get(key, 0.0), magnitude(expected[key]), declared.get(key, 0.0))
+                e = err_eps(actual[key], expected[key], eps, scales[key])
+                if key in noisy:  # what rounding at this dtype alone does to the trajectory (so far), times ten
+                    noise[key] = max(noise.get(key, 0.0), err_eps(noisy[key], expected[key], eps, scales[key]))
+                    tol = max(tol, YARDSTICK_FACTOR * noise[key])
+            else:
+                e = float("inf")  # a state tensor only one side keeps
+            rows.append((step + 1, key[0], key[1], e, tol))
+        if stepped is not params:  # the model's own parameters: its masters, rounded (optbench.numerics.master_copy)
+            held = {n: max(tolerance_eps(step + 1) * tighter, YARDSTICK_FACTOR * noise.get((n, "param"), 0.0))
+                    for n in params}
+            rows += model_rows(step + 1, params, expected, scales, held)
+        if keep_snapshots:
+            snapshots.append(actual)
+    columns = ["step", "fqn", "tensor", "err_eps", "tol"]
+    errors = pd.DataFrame(rows, columns=columns).assign(kind="trajectory")
+    if local:
+        errors = pd.concat([errors, pd.DataFrame(local.rows, columns=columns).assign(kind="one-step")],
+                           ignore_index=True)
+    return Trajectory(errors, snapshots, kept_in(stepper.optimizer, stepped, params))

@@ -1,0 +1,115 @@
+"""Timing one case on its timing workload: the optimizer built and stepped once (state created, compiled),
+then timed with ``optbench.perf.timing.measure`` and set against the roofline. The speed, memory and scaling
+checks all time cases this way."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from optbench.cases import Case, RunContext
+from optbench.metrics import (
+    ROOFLINE_BYTES_PER_PARAM,
+    ROOFLINE_MATMUL_GFLOPS,
+    ROOFLINE_PCT,
+    ROOFLINE_PROBE_GB_PER_S,
+    SPEED_GB_PER_S,
+    SPEED_PARAMS_PER_S,
+    SPEED_THREADS,
+    TIME_COMPILE_S,
+    TIME_ROUND_MS,
+    TIME_ROUNDS,
+    TIME_STEP_MS,
+    TIME_STEP_MS_CV,
+    TIME_STEP_MS_IQR,
+    TIME_STEPS_PER_ROUND,
+)
+from optbench.numerics.trajectory import objective_closure, set_gradients
+from optbench.perf import ceilings
+from optbench.perf.roofline import step_cost
+from optbench.perf.timing import Timing, measure
+from optbench.results import row
+from optbench.state.batched import per_parameter_state
+from optbench.suite.spec import DTYPES, Suite
+from optbench.workloads import speed as speed_workloads
+
+
+def state_bytes(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[str, int]:
+    """Bytes of optimizer state per FQN (tensors only; Python scalars count as nothing)."""
+    states = per_parameter_state(optimizer)  # a batched optimizer's stacks, row by row
+    return {
+        name: sum(v.numel() * v.element_size() for v in states.get(p, {}).values() if isinstance(v, torch.Tensor))
+        for name, p in params.items()
+    }
+
+
+def stepped_once(case: Case, ctx: RunContext):
+    """Build the case's optimizer on its timing workload and step once (state created, compiled);
+    (stepper, params, step callable, seconds the first step took)."""
+    workload = ctx.timing_workload(case.suite, case.hset, case.dtype, case.workload or "model")
+    params = workload.materialize(DTYPES[case.dtype], ctx.device)
+    stepper = case.hset.build(case.impl, params)
+    if workload.objective is not None:
+        closure = objective_closure(stepper.optimizer, params, workload)
+        step = lambda: stepper.step(closure)  # noqa: E731
+    else:
+        if not isinstance(workload, speed_workloads.SpeedWorkload):
+            set_gradients(params, workload, 0)
+        step = stepper.step
+    started = time.perf_counter()
+    step()
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
+    return stepper, params, step, time.perf_counter() - started
+
+
+def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Timing, float, int]:
+    """Time the case; rows for its statistics, samples, compile time and roofline; (rows, timing,
+    roofline %, parameters stepped)."""
+    stepper, params, step, first_s = stepped_once(case, ctx)
+    cfg = ctx.cfg.speed
+    timing = measure(step, ctx.device, min_run_time=float(cfg.min_run_time), min_rounds=int(cfg.min_rounds),
+                     max_run_time=float(cfg.max_run_time), flush_l2=bool(cfg.get("flush_l2")))
+    labels, t = case.labels, timing.median
+    rows = [row(labels, check=check, metric=TIME_STEP_MS, value=t * 1e3, unit="ms", detail=timing.method),
+            row(labels, check=check, metric=TIME_STEP_MS_IQR, value=timing.iqr * 1e3, unit="ms"),
+            row(labels, check=check, metric=TIME_STEP_MS_CV, value=timing.cv),
+            row(labels, check=check, metric=TIME_ROUNDS, value=len(timing.rounds)),
+            row(labels, check=check, metric=TIME_STEPS_PER_ROUND, value=timing.steps_per_round),
+            row(labels, check=check, metric=SPEED_THREADS, value=timing.threads)]
+    rows += [row(labels, check=check, metric=TIME_ROUND_MS, value=s * 1e3, unit="ms", step=i)
+             for i, s in enumerate(timing.rounds)]
+    if case.impl.compiled:
+        rows.append(row(labels, check=check, metric=TIME_COMPILE_S, value=first_s, unit="s",
+                        detail="the first step: dynamo trace + inductor compile, apart from the step time"))
+    optimizer = case.suite.optimizer or type(stepper.optimizer).__name__
+    cost = step_cost(optimizer, stepper.optimizer.param_groups)
+    stepped = sum(p.numel() for p in params.values() if p.grad is not None)
+    rows.append(row(labels, check=check, metric=SPEED_PARAMS_PER_S, value=stepped / t, unit="params/s"))
+    pct = float("nan")
+    if cost is not None and cost.params:
+        bw = ceilings.bandwidth(ctx.device, cost.working_set, min_run_time=float(cfg.probe_run_time))
+        floor_s = cost.bytes / (bw.gb_per_s * 1e9)
+        what = f"bandwidth probe {bw.kernel} at a {bw.working_set / 1e6:.3g} MB working set"
+        if cost.flops:
+            largest = max((p for p in params.values() if p.grad is not None and p.dim() == 2), key=torch.Tensor.numel)
+            rate = ceilings.matmul_flops(ctx.device, tuple(largest.shape), torch.bfloat16,
+                                         min_run_time=float(cfg.probe_run_time))
+            floor_s = max(floor_s, cost.flops / rate)
+            rows.append(row(labels, check=check, metric=ROOFLINE_MATMUL_GFLOPS, value=rate / 1e9, unit="GFLOP/s",
+                            detail=f"bfloat16 x @ x.T at {tuple(largest.shape)}"))
+            what += f" and {rate / 1e9:.0f} GFLOP/s bfloat16 matmul ({cost.flops / cost.params:.0f} FLOP/param)"
+        pct = 100 * floor_s / t
+        rows += [row(labels, check=check, metric=SPEED_GB_PER_S, value=cost.bytes / t / 1e9, unit="GB/s"),
+                 row(labels, check=check, metric=ROOFLINE_BYTES_PER_PARAM, value=cost.bytes_per_param, unit="B"),
+                 row(labels, check=check, metric=ROOFLINE_PROBE_GB_PER_S, value=bw.gb_per_s, unit="GB/s", detail=what),
+                 row(labels, check=check, metric=ROOFLINE_PCT, value=pct, unit="%", detail=what)]
+    return rows, timing, pct, stepped
+
+
+def runnable_cases(suite: Suite, ctx: RunContext) -> list[Case]:
+    """One timing case per implementation and dtype that runs here, on the suite's first hparam set."""
+    hset = suite.hparams[0]
+    return [Case(suite, impl, dtype, hset, ctx.device, workload="model") for dtype in ctx.dtypes[suite.name]
+            for impl in ctx.impls[suite.name] if not ctx.unavailable(impl, dtype)]

@@ -1,0 +1,174 @@
+"""Compare two result tables (say main vs a branch): which timing cases got slower or faster, with
+what confidence, and which verdicts newly fail.
+
+A timing case is a (suite, impl, dtype, hparams, device, workload, check) of check ``speed`` or
+``scaling``; its samples are its ``time.round_ms`` rows (one mean step time per timing round) and its
+median its ``time.step_ms`` row (the median of the samples where that row is missing).
+
+* **ratio**: new median / baseline median.
+* **p**: two-sided Mann-Whitney U test on the two sets of samples (``scipy.stats.mannwhitneyu``).
+* **interval**: a percentile bootstrap of the ratio of medians (``scipy.stats.bootstrap``, resampling
+  each side's rounds, 2000 resamples, a fixed seed: two calls give the same interval). Where the rounds
+  are not one distribution shifted (bimodal rounds: a noisy machine, a cache effect), the medians'
+  ratio can fall outside it; the note says so.
+* **verdict** (asv's rule): ``slower``/``faster`` only when p < alpha *and* the ratio is beyond
+  1 +- threshold; else ``same``; ``n/a`` (with the reason) when a side has fewer than 5 samples,
+  too few for any two-sided U test to reach p < 0.01.
+
+A verdict key (the case plus metric, fqn, tensor) whose rows include ``fail`` or ``error`` in the new
+table but not in the baseline (where it passed, was a declared deviation, or was absent) is a **new
+failure**; failing in both is **still failing**, reported but not a regression by itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from optbench.metrics import TIME_ROUND_MS, TIME_STEP_MS
+from optbench.results import CASE_KEY, FAILING
+
+TIMING_CHECKS = ("speed", "scaling")
+CASE = [*CASE_KEY, "check"]  # a timing case: speed and scaling time the same case apart
+VERDICT_KEY = CASE + ["metric", "fqn", "tensor"]
+VERDICTS = ("pass", "fail", "error", "xfail", "xpass")
+MIN_SAMPLES = 5
+BOOTSTRAP_RESAMPLES = 2000
+ORDER = ("slower", "faster", "same", "n/a", "only in baseline", "only in new")
+MACHINE_KEYS = ("cpu", "gpu", "torch", "cpu_threads")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When a change is flagged: p < alpha and |ratio - 1| > threshold; intervals at ``confidence``."""
+
+    threshold: float = 0.05
+    alpha: float = 0.01
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class Comparison:
+    timings: pd.DataFrame  # one row per timing case: CASE, base_ms, new_ms, ratio, ci_low, ci_high, p, verdict, note
+    new_failures: pd.DataFrame  # VERDICT_KEY, baseline, new, detail
+    still_failing: pd.DataFrame
+    rule: Rule
+
+    @property
+    def regressed(self) -> bool:
+        """Any case flagged slower, or any new failure: what a CI job fails on."""
+        return bool((self.timings["verdict"] == "slower").any() or len(self.new_failures))
+
+
+def ratio_interval(base: np.ndarray, new: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Percentile-bootstrap interval for the ratio of medians new/base (scipy.stats.bootstrap, a fixed seed)."""
+    ratio = lambda b, n, axis: np.median(n, axis=axis) / np.median(b, axis=axis)  # noqa: E731
+    found = stats.bootstrap((base, new), ratio, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+                            method="percentile", vectorized=True, rng=np.random.default_rng(0))
+    return float(found.confidence_interval.low), float(found.confidence_interval.high)
+
+
+def samples(rows: pd.DataFrame) -> dict[tuple, np.ndarray]:
+    """Each timing case's round times (ms), in round order; finite positive values only."""
+    sel = rows[rows["check"].isin(TIMING_CHECKS) & (rows["metric"] == TIME_ROUND_MS)]
+    sel = sel[np.isfinite(sel["value"]) & (sel["value"] > 0)]
+    order = pd.to_numeric(sel["step"], errors="coerce")
+    return {key: g["value"].to_numpy(float) for key, g in sel.assign(_round=order).sort_values("_round", kind="stable")
+            .groupby(CASE, sort=False)}
+
+
+def medians(rows: pd.DataFrame) -> dict[tuple, float]:
+    """Each timing case's recorded median step time (ms)."""
+    sel = rows[rows["check"].isin(TIMING_CHECKS) & (rows["metric"] == TIME_STEP_MS) & np.isfinite(rows["value"])]
+    return {tuple(r[:-1]): r[-1] for r in sel.drop_duplicates(CASE)[CASE + ["value"]].itertuples(index=False)}
+
+
+def compare_case(base: np.ndarray, new: np.ndarray, base_ms: float, new_ms: float, rule: Rule) -> dict:
+    """The ratio, interval, p-value and verdict for one case present in both runs."""
+    base_ms = base_ms if math.isfinite(base_ms) else float(np.median(base)) if len(base) else math.nan
+    new_ms = new_ms if math.isfinite(new_ms) else float(np.median(new)) if len(new) else math.nan
+    out = dict(base_ms=base_ms, new_ms=new_ms, ratio=new_ms / base_ms if base_ms > 0 else math.nan,
+               ci_low=math.nan, ci_high=math.nan, p=math.nan, verdict="n/a", note="")
+    short = [f"{side} has {len(s)} rounds" if len(s) else f"no round samples in {side}"
+             for side, s in (("baseline", base), ("new", new)) if len(s) < MIN_SAMPLES]
+    if short:
+        return out | {"note": "; ".join(short) + f" (need {MIN_SAMPLES})"}
+    out["ci_low"], out["ci_high"] = ratio_interval(base, new, rule.confidence)
+    out["p"] = float(stats.mannwhitneyu(new, base, alternative="two-sided").pvalue)
+    significant, beyond = out["p"] < rule.alpha, abs(out["ratio"] - 1) > rule.threshold
+    out["verdict"] = ("slower" if out["ratio"] > 1 else "faster") if significant and beyond else "same"
+    notes = []
+    if significant != beyond:
+        notes.append(f"significant, within {rule.threshold:.0%}" if significant
+                     else f"p >= {rule.alpha:g}: not significant")
+    if not out["ci_low"] <= out["ratio"] <= out["ci_high"]:
+        notes.append("medians' ratio outside the CI: rounds not one shifted distribution (unstable timing?)")
+    return out | {"note": "; ".join(notes)}
+
+
+def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
+    """One row per timing case of either table, flagged ones first, biggest changes first."""
+    b_samples, n_samples, b_med, n_med = samples(base), samples(new), medians(base), medians(new)
+    b_cases = list(dict.fromkeys([*b_med, *b_samples]))
+    n_cases = list(dict.fromkeys([*n_med, *n_samples]))
+    records = []
+    for key in dict.fromkeys(b_cases + n_cases):
+        empty = np.array([])
+        if key in b_cases and key in n_cases:
+            res = compare_case(b_samples.get(key, empty), n_samples.get(key, empty), b_med.get(key, math.nan),
+                               n_med.get(key, math.nan), rule)
+        else:
+            side, med, smp = ("baseline", b_med, b_samples) if key in b_cases else ("new", n_med, n_samples)
+            ms = med.get(key, float(np.median(smp[key])) if key in smp else math.nan)
+            res = dict(base_ms=ms if side == "baseline" else math.nan, new_ms=ms if side == "new" else math.nan,
+                       verdict=f"only in {side}", note="")
+        records.append(dict(zip(CASE, key)) | res)
+    columns = CASE + ["base_ms", "new_ms", "ratio", "ci_low", "ci_high", "p", "verdict", "note"]
+    out = pd.DataFrame(records, columns=columns)
+    rank = out["verdict"].map(ORDER.index)
+    change = -np.abs(np.log(out["ratio"].astype(float))).fillna(0)
+    return out.assign(_r=rank, _c=change).sort_values(["_r", "_c"], kind="stable").drop(columns=["_r", "_c"]) \
+        .reset_index(drop=True)
+
+
+def _verdicts(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per verdict key: failing (any fail/error row), the status to show, and the detail of that row."""
+    sel = rows[rows["status"].isin(VERDICTS)].assign(failing=lambda r: r["status"].isin(FAILING))
+    sel = sel.sort_values("failing", ascending=False, kind="stable").drop_duplicates(VERDICT_KEY)
+    return sel.set_index(VERDICT_KEY)[["failing", "status", "detail"]]
+
+
+def failures(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(new failures, still failing): keys failing in ``new``, split by whether they failed in ``base``."""
+    b, n = _verdicts(base), _verdicts(new)
+    failing = n[n["failing"]].join(b.add_prefix("base_"), how="left")
+    before = failing["base_status"].fillna("absent")
+    table = pd.DataFrame({"baseline": before, "new": failing["status"], "detail": failing["detail"]}).reset_index()
+    was_failing = failing["base_failing"].astype("boolean").fillna(False).to_numpy(bool)
+    return table[~was_failing].reset_index(drop=True), table[was_failing].reset_index(drop=True)
+
+
+def compare(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> Comparison:
+    """Timings and verdicts of ``new`` against ``base`` (normalized result tables)."""
+    return Comparison(compare_timings(base, new, rule), *failures(base, new), rule)
+
+
+def machine_differences(base_meta: dict, new_meta: dict) -> str:
+    """``cpu: A vs B; torch: X vs Y`` for the machine fields that differ ("" when like for like)."""
+    b, n = base_meta.get("machine") or {}, new_meta.get("machine") or {}
+    return "; ".join(f"{k}: {b.get(k)} vs {n.get(k)}" for k in MACHINE_KEYS if b.get(k) != n.get(k))
+
+
+def timing_config_differences(base_meta: dict, new_meta: dict) -> str:
+    """The timing workload settings that differ (``speed.params: 4e6 vs 3.3e7``): the cases keep their names
+    (``model``, ``tensors-64``) while measuring other sizes."""
+    def settings(meta):
+        cfg = meta.get("config") or {}
+        return {f"{section}.{k}": v for section in ("speed", "scaling") for k, v in (cfg.get(section) or {}).items()
+                if k in ("params", "tensors_params", "threads", "width", "layers", "vocab")}
+    b, n = settings(base_meta), settings(new_meta)
+    return "; ".join(f"{k}: {b.get(k)} vs {n.get(k)}" for k in sorted(set(b) | set(n)) if b.get(k) != n.get(k))

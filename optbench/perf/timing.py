@@ -1,0 +1,71 @@
+"""How a step is timed: torch.utils.benchmark rounds, their median, IQR and coefficient of variation.
+
+``measure`` runs ``Timer.blocked_autorange``: its block-size estimate runs the step a few times first
+(the warm-up), then it times blocks of steps (each block long enough that the timer's own cost is
+negligible) until ``min_run_time`` has passed. A block is a *round*; its mean step time is a sample.
+When fewer than ``min_rounds`` rounds fit, it measures again with a longer run time (up to
+``max_run_time``; the earlier measurement then only warmed up), so the significance test of
+``optbench compare`` has samples to work with. The Timer synchronises the accelerator around each
+block. On CUDA, ``flush_l2`` times each step alone with CUDA events and a flushed L2 cache
+(``triton.testing.do_bench``, which ships with CUDA builds of torch), so a small step cannot run from a
+warm cache. Threads are those torch uses, set by the caller and recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.utils.benchmark as benchmark
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-round mean step times in seconds, and the statistics users know."""
+
+    rounds: tuple[float, ...]
+    steps_per_round: int
+    threads: int
+    method: str
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.rounds))
+
+    @property
+    def iqr(self) -> float:
+        q1, q3 = np.percentile(self.rounds, [25, 75])
+        return float(q3 - q1)
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the rounds (sample standard deviation over the mean)."""
+        return float(np.std(self.rounds, ddof=1) / np.mean(self.rounds)) if len(self.rounds) > 1 else float("nan")
+
+
+def measure(step: Callable[[], object], device: torch.device, *, min_run_time: float = 0.2, min_rounds: int = 10,
+            max_run_time: float = 30.0, flush_l2: bool = False) -> Timing:
+    """Time ``step`` (already run once: state created, compiled)."""
+    threads = torch.get_num_threads()
+    if flush_l2 and device.type == "cuda":
+        return _events_flushed(step, min_rounds, threads)
+    timer = benchmark.Timer(stmt="step()", globals={"step": step}, num_threads=threads)
+    m, run_time = timer.blocked_autorange(min_run_time=min_run_time), min_run_time
+    for _ in range(3):  # the block size grows with the run time: re-aim at most three times
+        if len(m.times) >= min_rounds or run_time >= max_run_time:
+            break
+        block = sum(m.raw_times) / len(m.raw_times)
+        run_time = min(max_run_time, max(2 * run_time, 1.1 * min_rounds * block))
+        m = timer.blocked_autorange(min_run_time=run_time)
+    return Timing(tuple(m.times), m.number_per_run, threads, "torch.utils.benchmark.Timer.blocked_autorange")
+
+
+def _events_flushed(step: Callable[[], object], rounds: int, threads: int) -> Timing:
+    try:
+        from triton.testing import do_bench
+    except ImportError as exc:
+        raise RuntimeError(f"speed.flush_l2 needs triton (it ships with CUDA builds of torch): {exc}") from None
+    times_ms = do_bench(step, warmup=25, rep=max(100, 10 * rounds), return_mode="all")
+    return Timing(tuple(t / 1e3 for t in times_ms), 1, threads, "triton.testing.do_bench (CUDA events, L2 flushed)")

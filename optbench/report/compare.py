@@ -1,0 +1,56 @@
+"""``optbench compare`` as Markdown: the timing table, new failures, what still fails, a summary line."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from optbench.perf.compare import CASE, ORDER, VERDICT_KEY, Comparison
+from optbench.report.tables import markdown, num
+
+
+def key_text(row) -> str:
+    """A verdict row's key as one path: suite/impl/dtype/.../tensor."""
+    return "/".join(str(row[k]) for k in VERDICT_KEY if str(row[k]))
+
+
+def summary(result: Comparison) -> str:
+    """One line: the counts per verdict, the new failures by key, how many still fail."""
+    counts = result.timings["verdict"].value_counts()
+    both = sum(int(counts.get(v, 0)) for v in ORDER[:4])
+    parts = [f"{both} case{'s' * (both != 1)}: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ORDER[:4])]
+    if one_side := [f"{int(counts[v])} {v}" for v in ORDER[4:] if counts.get(v, 0)]:
+        parts[0] += f" ({', '.join(one_side)})"
+    keys = [key_text(r) for _, r in result.new_failures.iterrows()]
+    listed = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+    parts.append(f"{len(keys)} new failure{'s' * (len(keys) != 1)}" + (f": {listed}" if keys else ""))
+    if k := len(result.still_failing):
+        parts.append(f"{k} still failing (in both runs; not a regression by this comparison, but failing)")
+    return f"**{'REGRESSED' if result.regressed else 'OK'}:** " + "; ".join(parts) + "."
+
+
+def _ratio(r: float) -> str:
+    return "" if math.isnan(r) else "inf" if math.isinf(r) else f"{r:.3f}"
+
+
+def _shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` without the key columns that are empty in every row (``workload`` in older files)."""
+    return frame.drop(columns=[c for c in VERDICT_KEY if c in frame and not frame[c].astype(str).any()])
+
+
+def render(result: Comparison) -> str:
+    """The comparison as Markdown: timing table, new failures, still failing, summary line."""
+    t, rule = result.timings, result.rule
+    ci = ["" if math.isnan(lo) else f"[{_ratio(lo)}, {_ratio(hi)}]" for lo, hi in zip(t["ci_low"], t["ci_high"])]
+    table = _shown(t[CASE]).assign(**{
+        "base ms": t["base_ms"].map(num), "new ms": t["new_ms"].map(num),
+        "ratio": t["ratio"].map(_ratio),
+        f"{rule.confidence:.0%} CI": ci, "p": t["p"].map(lambda p: f"{p:.2g}" if math.isfinite(p) else ""),
+        "verdict": t["verdict"], "note": t["note"]})
+    parts = [f"## Step time, new vs baseline (flagged when p < {rule.alpha:g} and beyond {rule.threshold:.0%})",
+             markdown(table)]
+    for title, frame in (("New failures", result.new_failures), ("Still failing", result.still_failing)):
+        if len(frame):
+            parts += [f"## {title}", markdown(_shown(frame))]
+    return "\n\n".join(parts + [summary(result)])

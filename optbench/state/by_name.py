@@ -1,0 +1,180 @@
+"""Load an optimizer state_dict by parameter name instead of by position (PyTorch #1489).
+
+torch >= 2.5 records ``param_groups[i]["param_names"]`` when an optimizer is built from
+``named_parameters()``, but ``Optimizer.load_state_dict`` still pairs saved and current parameters
+by position, so an optimizer whose parameters come in another order silently gets the wrong state
+(and the saved names overwrite the right ones). ``load_state_dict_by_name`` re-keys the saved state
+to the current optimizer's layout by name, then hands it to torch's own loader; ``name_aware`` makes
+``optimizer.load_state_dict`` itself do so, through torch's load_state_dict pre-hook. A batched
+optimizer's stacked state (``optbench.state.batched``) is re-stacked row by row by name.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+
+import torch
+
+from optbench.state.batched import BATCH_NAMES, group_bookkeeping, is_batched, relaid, stacks
+from optbench.state.formats import as_torch
+from optbench.state.names import StateDictNameError, group_names
+
+Rename = Mapping[str, str] | Callable[[str], str] | None
+
+
+def _renamed(names: list[list[str]], rename: Rename) -> list[list[str]]:
+    """Saved names as the current optimizer calls them: ``rename`` maps a saved name to its current
+    one (a mapping, names it lacks unchanged, or a callable)."""
+    if rename is None:
+        return names
+    if isinstance(rename, Mapping):
+        return [[rename.get(n, n) for n in group] for group in names]
+    if callable(rename):
+        return [[rename(n) for n in group] for group in names]
+    raise TypeError(f"rename must be a mapping or a callable, not {type(rename).__name__}")
+
+
+def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename = None) -> dict:
+    """``state_dict`` re-keyed to ``optimizer``'s layout by name: the dict torch's positional
+    ``load_state_dict`` then loads correctly (see ``load_state_dict_by_name``). ``state_dict`` may be in
+    torch's form, the RFC's name-keyed form or DCP's flat form (``optbench.state.formats``)."""
+
+    state_dict = as_torch(state_dict, optimizer)
+    saved_groups = state_dict["param_groups"]
+    saved_names = _renamed(group_names(saved_groups, "saved"), rename)
+    flat = [n for group in saved_names for n in group]
+    if len(set(flat)) != len(flat):
+        raise StateDictNameError(f"rename maps two saved parameters to one name: "
+                                 f"{', '.join(sorted({n for n in flat if flat.count(n) > 1}))}")
+    current_names = group_names(optimizer.param_groups, "optimizer")
+    saved_at = {name: (gi, pi) for gi, names in enumerate(saved_names) for pi, name in enumerate(names)}
+    current = {name for names in current_names for name in names}
+    missing = [n for names in current_names for n in names if n not in saved_at]
+    unexpected = [n for n in saved_at if n not in current]
+    if strict and (missing or unexpected):
+        parts = []
+        if missing:
+            parts.append(f"missing from the state_dict: {', '.join(missing)}")
+        if unexpected:
+            parts.append(f"unexpected in the state_dict: {', '.join(unexpected)}")
+        raise StateDictNameError("; ".join(parts))
+
+    if (isinstance(optimizer, torch.optim.LBFGS)
+            and [n for g in saved_names for n in g] != [n for g in current_names for n in g]):
+        raise StateDictNameError("LBFGS keeps its state as flat vectors over all its parameters in order: it can "
+                                 "only load a state_dict of the same parameters in the same order")
+    new_groups, new_state, next_id = [], {}, 0
+    for gi, names in enumerate(current_names):
+        current_group = optimizer.param_groups[gi]
+        sources = sorted({saved_at[n][0] for n in names if n in saved_at})
+        # A group that is one saved group again (bar parameters the optimizer no longer has) resumes with the
+        # saved hyperparameters; a regrouped one keeps its own: hyperparameters follow the new groups.
+        resumed = len(sources) == 1 and all(n in names for n in saved_names[sources[0]] if n in current)
+        template = saved_groups[sources[0]] if resumed else current_group
+        group = {k: copy.deepcopy(v) for k, v in template.items() if k not in ("params", "param_names")}
+        for key, value in current_group.items():  # keys the save lacks (a flag newer than the checkpoint)
+            if key not in group and key not in ("params", "param_names"):
+                group[key] = copy.deepcopy(value)
+        group["params"], group["param_names"] = [], list(names)
+        for name, param in zip(names, current_group["params"]):
+            group["params"].append(next_id)
+            if name in saved_at:
+                sgi, spi = saved_at[name]
+                saved_id = saved_groups[sgi]["params"][spi]
+                if saved_id in state_dict["state"]:
+                    state = state_dict["state"][saved_id]
+                    if isinstance(optimizer, torch.optim.LBFGS):
+                        _check_flat(state, optimizer)
+                    elif BATCH_NAMES in state:  # a stack of several parameters' rows: checked row by row below
+                        pass
+                    else:
+                        _check_shapes(name, state, param)
+                    new_state[next_id] = state
+            elif param in optimizer.state:  # starts fresh: keep what the optimizer set up at construction (Adagrad)
+                new_state[next_id] = dict(optimizer.state[param])
+            next_id += 1
+        new_groups.append(group)
+    for pid, state in new_state.items():  # a batched stack names its rows: by their current names too
+        if state.get(BATCH_NAMES) is not None and rename is not None:
+            new_state[pid] = {**state, BATCH_NAMES: _renamed([list(state[BATCH_NAMES])], rename)[0]}
+    keyed = {"state": new_state, "param_groups": new_groups}
+    if not (is_batched(keyed) or stacks(optimizer) or group_bookkeeping(keyed)):
+        return keyed
+    params = {n: p for g in optimizer.param_groups for n, p in zip(g["param_names"], g["params"])}
+    return relaid(optimizer, keyed,
+                  check=lambda name, row: _check_shapes(name, row, params[name]) if name in params else None)
+
+
+def shape_mismatch(state: dict, param) -> str:
+    """Why ``state`` cannot belong to ``param`` ("" if it can): a state tensor with the parameter's number of
+    dimensions must broadcast to its shape (exp_avg equals it; Adafactor's row and column factors have a 1
+    where they reduce). A state that holds a tensor of exactly the parameter's shape fits it: its other tensors
+    may be per-parameter statistics of any shape (ScaledAdam's scale_grads, one per size-update step)."""
+    if any(isinstance(v, torch.Tensor) and v.shape == param.shape for v in state.values()):
+        return ""
+    for key, value in state.items():
+        if isinstance(value, torch.Tensor) and value.dim() == param.dim() > 0:
+            if any(s not in (1, p) for s, p in zip(value.shape, param.shape)):
+                return f"its saved state {key} has shape {tuple(value.shape)}, the parameter has {tuple(param.shape)}"
+    return ""
+
+
+def _check_shapes(name: str, state: dict, param) -> None:
+    why = shape_mismatch(state, param)
+    if why:
+        raise StateDictNameError(f"{name} changed shape: {why}")
+
+
+def _check_flat(state: dict, optimizer) -> None:
+    """LBFGS's vectors (d, prev_flat_grad, its history) span every parameter: their length must be the total."""
+    total = sum(p.numel() for g in optimizer.param_groups for p in g["params"])
+    for key, value in state.items():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, torch.Tensor) and v.dim() == 1 and v.numel() not in (1, total):
+                raise StateDictNameError(f"LBFGS's flat state has {v.numel()} elements ({key}), "
+                                         f"its parameters {total}: a parameter changed shape")
+
+
+def with_param_names(state_dict: dict, names) -> dict:
+    """``state_dict`` saved without ``param_names`` (torch < 2.5, or an optimizer built from
+    ``model.parameters()``) with names attached: ``names`` lists the FQNs in the order the saving optimizer
+    held its parameters (one flat list, e.g. ``[n for n, _ in model.named_parameters()]``, or one list per
+    group), so that it can be loaded by name."""
+    names = list(names)
+    groups = state_dict["param_groups"]
+    per_group = names if names and not isinstance(names[0], str) else None
+    if per_group is None:
+        sizes = [len(g["params"]) for g in groups]
+        if len(names) != sum(sizes):
+            raise StateDictNameError(f"{len(names)} names for a state_dict of {sum(sizes)} parameters")
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        per_group = [names[s:s + n] for s, n in zip(starts, sizes)]
+    elif [len(g) for g in per_group] != [len(g["params"]) for g in groups]:
+        raise StateDictNameError("names per group do not match the state_dict's param groups in number")
+    return {"state": state_dict["state"],
+            "param_groups": [{**g, "param_names": list(n)} for g, n in zip(groups, per_group)]}
+
+
+def load_state_dict_by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename = None) -> None:
+    """Load ``state_dict`` into ``optimizer`` matching parameters by name, not position.
+
+    A current param group that holds the parameters of one saved group (bar any it no longer has) resumes
+    with that group's saved hyperparameters; parameters regrouped otherwise (split, merged, moved) take
+    the hyperparameters of their new group, and keys the save lacks (a flag newer than the checkpoint)
+    keep the current group's value. A name whose parameter changed shape raises. With ``strict`` (the default)
+    a current name missing from the save, or a saved name the optimizer does not have, raises StateDictNameError
+    naming them; with ``strict=False`` such parameters start with fresh state and saved-only names are dropped.
+    ``rename`` maps saved names to current ones: a mapping (``{"module.fc.weight": "fc.weight"}``) or a callable
+    (``lambda n: n.removeprefix("_orig_mod.")``).
+    """
+    optimizer.load_state_dict(by_name(optimizer, state_dict, strict=strict, rename=rename))
+
+
+def name_aware(optimizer, *, strict: bool = True, rename: Rename = None):
+    """Make ``optimizer.load_state_dict`` match parameters by name (as ``load_state_dict_by_name``)
+    through ``register_load_state_dict_pre_hook``; returns the hook's handle, whose ``.remove()``
+    restores torch's positional loading."""
+    group_names(optimizer.param_groups, "optimizer")  # refuse an unnamed optimizer now, not at load time
+    return optimizer.register_load_state_dict_pre_hook(
+        lambda opt, state_dict: by_name(opt, state_dict, strict=strict, rename=rename))

@@ -1,0 +1,99 @@
+"""Hyperparameters: YAML forms, defaults from the constructor, and the values each side sees.
+
+A suite lists only what differs from the optimizer's defaults; ``complete`` fills in the rest from
+the constructor's signature, so the reference always sees the full set. YAML has no tuples or
+tensors, so lists become tuples (``betas: [0.9, 0.99]``) and ``{tensor: 0.001}`` (0-dim) or
+``{tensor: [0.001]}`` (1-element) becomes a torch Tensor for the implementation and the very same
+value, as a Python float, for the reference.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+
+import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+# Constructor arguments that choose how a step runs, not what it computes: never a hyperparameter of the reference.
+IMPLEMENTATION_FLAGS = frozenset({"foreach", "fused", "capturable", "differentiable"})
+
+
+def plain(value):
+    """OmegaConf containers as plain Python (dicts and lists)."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def is_tensor_form(value) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"tensor"}
+
+
+def torch_value(value):
+    """A YAML hyperparameter as the optimizer takes it (tuples, Tensors)."""
+    value = plain(value)
+    if is_tensor_form(value):
+        return torch.tensor(value["tensor"])  # float32 by default, as torch's own tests build it
+    if isinstance(value, list):
+        return tuple(torch_value(v) for v in value)
+    return value
+
+
+def reference_value(value):
+    """A hyperparameter as the reference sees it: Tensors as the Python float torch holds."""
+    value = plain(value)
+    if is_tensor_form(value):
+        return float(torch.tensor(value["tensor"]).reshape(-1)[0].item())
+    if isinstance(value, torch.Tensor):
+        return float(value.reshape(-1)[0].item())
+    if isinstance(value, (list, tuple)):
+        return tuple(reference_value(v) for v in value)
+    return value
+
+
+def constructor_defaults(optimizer_class: type) -> dict:
+    """Every algorithm hyperparameter of ``optimizer_class.__init__`` with its default."""
+    signature = inspect.signature(optimizer_class.__init__)
+    return {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if name not in ("self", "params") and name not in IMPLEMENTATION_FLAGS
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.default is not p.empty
+    }
+
+
+def takes(optimizer_class: type, name: str, *, through_kwargs: bool = True) -> bool:
+    """Whether the constructor takes ``name``: names it, or (``through_kwargs``) has a ``**kwargs`` that may
+    take it. The one answer to "does this optimizer take this option" in optbench."""
+    try:
+        parameters = inspect.signature(optimizer_class).parameters
+    except (TypeError, ValueError):
+        return False
+    if name in parameters:
+        return True
+    return through_kwargs and any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def not_taken(optimizer_class: type, names) -> list[str]:
+    """The ``names`` the constructor does not take (none if it has ``**kwargs``)."""
+    return [n for n in names if not takes(optimizer_class, n)]
+
+
+def complete(options: Mapping, defaults: Mapping) -> dict:
+    """``defaults`` overridden by ``options``, as the reference sees them (floats, tuples)."""
+    return {k: reference_value(v) for k, v in {**defaults, **plain(options)}.items()}
+
+
+def for_torch(options: Mapping) -> dict:
+    """``options`` as constructor keyword arguments (tuples, Tensors)."""
+    return {k: torch_value(v) for k, v in plain(options).items()}
+
+
+def describe(options: Mapping) -> str:
+    """Short text for a report: ``lr=0.05, amsgrad=True`` (``lr=tensor(0.001)`` for Tensors)."""
+    parts = []
+    for key, value in plain(options).items():
+        shown = f"tensor({value['tensor']})" if is_tensor_form(value) else value
+        parts.append(f"{key}={shown}")
+    return ", ".join(parts) or "defaults"

@@ -1,0 +1,299 @@
+"""A suite: one optimizer, its reference, and what to check it under.
+
+Suites are data (``suites/suite/<name>.yaml``, or a user's ``--config-dir``); this module turns the
+composed config into typed objects. Hyperparameter sets list only what differs from the optimizer's
+defaults (``optbench.suite.hyperparameters`` completes them); param groups are chosen by glob patterns over
+parameter names; declared deviations and error inputs are data too.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from types import ModuleType
+
+import torch
+from omegaconf import DictConfig
+
+from optbench.reference import load_reference
+from optbench.suite.hyperparameters import complete, constructor_defaults, for_torch, plain
+from optbench.suite.schedules import validate as validate_schedule
+
+DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "complex64": torch.complex64,  # as two independent float32 parts (reference/complex.py): opt-in, in no suite's list
+    "complex128": torch.complex128,
+}
+# The dtype of a complex dtype's real and imaginary parts: torch steps a complex parameter as those two real
+# parameters (reference/complex.py), so a deviation declared for that dtype holds for the complex one too.
+REAL_PARTS = {"complex64": "float32", "complex128": "float64"}
+REAL_DTYPES = tuple(d for d in DTYPES if d not in REAL_PARTS)  # in the order every table lists them
+PARAM_FILTERS = {"all": lambda spec: True, "2d": lambda spec: len(spec.shape) == 2}
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """Parameters whose names match any of ``match`` go to a group with these option overrides."""
+
+    match: tuple[str, ...]
+    options: dict
+
+
+@dataclass(frozen=True)
+class HparamSet:
+    name: str
+    options: dict  # only what differs from the defaults, in YAML form ({tensor: x} for Tensors)
+    groups: tuple[GroupSpec, ...] = ()
+    dtypes: tuple[str, ...] | None = None  # None: every dtype of the suite
+    workload: str | None = None  # None: the suite's workload
+    impls: tuple[str, ...] | None = None  # None: every implementation; else only these (see ``note``)
+    note: str = ""  # why, when the set is limited to some dtypes or implementations
+    schedule: dict | None = None  # an lr scheduler stepped after every step (optbench.suite.schedules)
+
+    def group_options(self) -> list[dict]:
+        """Options of each param group (YAML form); group 0 holds everything unmatched."""
+        return [dict(self.options)] + [{**self.options, **g.options} for g in self.groups]
+
+    def assign(self, names: list[str]) -> list[list[str]]:
+        """Split names into param groups (first matching pattern wins; unmatched go to group 0)."""
+        assigned: list[list[str]] = [[] for _ in range(len(self.groups) + 1)]
+        for name in names:
+            index = next(
+                (i + 1 for i, g in enumerate(self.groups) if any(fnmatch.fnmatchcase(name, m) for m in g.match)),
+                0,
+            )
+            assigned[index].append(name)
+        return assigned
+
+    def torch_groups(self, params: dict[str, torch.Tensor], order: list[str] | None = None) -> list[dict]:
+        """torch param groups of (name, tensor) pairs, each with only its own overrides (the set's
+        options go to the constructor, as users write it); ``order`` permutes names within groups."""
+        names = order if order is not None else list(params)
+        overrides = [{}] + [g.options for g in self.groups]
+        return [
+            {"params": [(n, params[n]) for n in group_names], **for_torch(opts)}
+            for group_names, opts in zip(self.assign(names), overrides)
+            if group_names
+        ]
+
+    def build(self, impl, params: dict[str, torch.Tensor], order: list[str] | None = None):
+        """``impl`` built on ``params`` with this set: options as constructor arguments, groups as dicts."""
+        return impl.build(self.torch_groups(params, order), for_torch(self.options))
+
+    def reference_hp(self, names: list[str], defaults: dict, extra: dict) -> dict[str, dict]:
+        """Each name's full hyperparameters as the reference sees them."""
+        return {
+            name: {**complete(opts, defaults), **extra}
+            for group_names, opts in zip(self.assign(names), self.group_options())
+            for name in group_names
+        }
+
+
+def _glob(value) -> str:
+    return "*" if value is None else str(value)
+
+
+def _keys(c, allowed: set[str], what: str) -> None:
+    """A typo in a suite file (or YAML reading ``on:`` as True) is an error, not a silent default."""
+    unknown = sorted(str(k) for k in c.keys() if str(k) not in allowed)
+    if unknown:
+        raise ValueError(f"{what} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """An upstream departure from the documented algorithm, declared with its finding id.
+
+    It applies to cases whose impl, dtype and hparams match the globs, and to tensors whose FQN and
+    tensor name match. Matching tensors are judged apart: xfail while they deviate, xpass once fixed;
+    past ``max_err_eps`` (if given) it is not the known deviation and fails. With ``raises`` the step
+    raises on the parameters it names (fqn, size, kind): they are left out of the case's workload and
+    checked alone; naming none, the whole case is expected to raise (xfail while it does).
+    """
+
+    finding: str
+    reason: str
+    impl: str = "*"
+    dtype: str = "*"
+    hparams: str = "*"
+    fqn: str = "*"
+    tensor: str = "*"
+    raises: str | None = None
+    max_err_eps: float | None = None
+    size: str = "any"  # "zero": only zero-size parameters; "scalar": only 0-dim ones
+    kind: str = "*"  # glob over the workload's parameter kinds (dense, frozen, noncontiguous, sometimes_none)
+    intermittent: bool = False  # shows on some runs only (a rounding that may or may not flip): no xpass
+    check: str = "parity"  # the check it concerns: parity (and cross), or roundtrip
+    gate: str = "*"  # the parity gate it covers: trajectory, one-step, or both (docs/tolerances.md); for
+    # check: roundtrip, a glob over the scenario names (optbench.state.scenarios)
+
+    @property
+    def whole_case(self) -> bool:
+        """A ``raises`` deviation that names no parameter: the case itself is expected to raise."""
+        return bool(self.raises) and self.fqn == "*" and self.size == "any" and self.kind == "*"
+
+    def matches_shape(self, shape: tuple[int, ...]) -> bool:
+        if self.size == "zero":
+            return 0 in shape
+        return self.size != "scalar" or len(shape) == 0
+
+    def matches_spec(self, spec) -> bool:
+        """Whether a workload parameter (a ParamSpec) is one this deviation names."""
+        return (fnmatch.fnmatchcase(spec.name, self.fqn) and self.matches_shape(spec.shape)
+                and fnmatch.fnmatchcase(spec.kind, self.kind))
+
+    def matches_dtype(self, dtype: str) -> bool:
+        """``dtype`` matches the glob, or is complex and its parts' dtype does (complex128: float64's)."""
+        return any(fnmatch.fnmatchcase(d, self.dtype) for d in (dtype, REAL_PARTS.get(dtype, dtype)))
+
+    def matches_case(self, impl: str, dtype: str, hparams: str) -> bool:
+        return self.matches_dtype(dtype) and all(fnmatch.fnmatchcase(v, p)
+                                                 for v, p in ((impl, self.impl), (hparams, self.hparams)))
+
+    def matches_scenario(self, scenario: str) -> bool:
+        return fnmatch.fnmatchcase(scenario, self.gate)
+
+    def matches_tensor(self, fqn: str, tensor: str) -> bool:
+        return fnmatch.fnmatchcase(fqn, self.fqn) and fnmatch.fnmatchcase(tensor, self.tensor)
+
+    @classmethod
+    def from_config(cls, c) -> Deviation:
+        _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size",
+                  "kind", "intermittent", "check", "gate"}, "a deviation")
+        return cls(finding=str(c.finding), reason=" ".join(str(c.reason).split()), impl=_glob(c.get("impl")),
+                   dtype=_glob(c.get("dtype")), hparams=_glob(c.get("hparams")), fqn=_glob(c.get("fqn")),
+                   tensor=_glob(c.get("tensor")), raises=c.get("raises"),
+                   max_err_eps=float(c.max_err_eps) if c.get("max_err_eps") is not None else None,
+                   size=str(c.get("size", "any")), kind=_glob(c.get("kind")),
+                   intermittent=bool(c.get("intermittent", False)), check=str(c.get("check", "parity")),
+                   gate=_glob(c.get("gate")))
+
+
+@dataclass(frozen=True)
+class ErrorInput:
+    """An invalid use torch must reject: built (or, ``at: step``, stepped) this way it must raise
+    ``raises`` (or warn, for a Warning class) with a message matching ``match``."""
+
+    desc: str
+    options: dict = field(default_factory=dict)
+    params: str = "default"  # a shape of params from optbench.checks.error_inputs.PARAMS
+    raises: str = "ValueError"
+    match: str = ""
+    at: str = "construct"  # or "step" (YAML reads a key named "on" as a boolean, hence "at")
+    grad: str = "dense"  # the gradients a step gets: dense or sparse
+    meta: dict | None = None  # attributes set on its parameters (u-muP's mup_type); None: the suite's error_param_meta
+
+    @classmethod
+    def from_config(cls, c) -> ErrorInput:
+        _keys(c, {"desc", "options", "params", "raises", "match", "at", "grad", "meta"},
+              f"error input {c.get('desc')!r}")
+        return cls(desc=str(c.desc), options=plain(c.get("options", {})) or {}, params=str(c.get("params", "default")),
+                   raises=str(c.get("raises", "ValueError")), match=str(c.get("match", "")),
+                   at=str(c.get("at", "construct")), grad=str(c.get("grad", "dense")),
+                   meta=dict(plain(c.meta)) if c.get("meta") is not None else None)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    optimizer: str | None  # torch.optim class name or dotted path; None: only a candidate runs
+    reference_name: str
+    dtypes: tuple[str, ...]
+    hparams: tuple[HparamSet, ...]
+    roundtrip_hparams: str
+    workload: str = "transformer"
+    params: str = "all"  # which workload parameters the optimizer takes: all, or 2d (Muon)
+    workload_sizes: dict = field(default_factory=dict)  # overrides of the run's workload width/layers/vocab
+    reference_options: dict = field(default_factory=dict)  # reference-only knobs, merged into hp
+    update_precision: str | None = None  # a dtype whose eps bounds each update's precision by design
+    one_step_skip: tuple[str, ...] = ()  # dtypes where the one-step gate is not meaningful (see one_step_note)
+    one_step_note: str = ""
+    deviations: tuple[Deviation, ...] = ()
+    error_inputs: tuple[ErrorInput, ...] = ()
+    description: str = ""
+    variants: tuple[str, ...] | None = None  # which of the optimizer's own variants run (None: all it offers)
+    implementations: dict = field(default_factory=dict)  # more implementations: name -> dotted class path
+    candidate_named: bool = True  # False: a candidate gets plain tensors (it cannot take named parameters)
+    error_param_meta: dict = field(default_factory=dict)  # attributes every error input's parameters carry
+
+    def hparam_set(self, name: str) -> HparamSet:
+        return next(h for h in self.hparams if h.name == name)
+
+    @cached_property
+    def reference(self) -> ModuleType:
+        return load_reference(self.reference_name)
+
+    @property
+    def closure_driven(self) -> bool:
+        return getattr(self.reference, "KIND", "gradient") == "closure"
+
+    def optimizer_class(self) -> type | None:
+        from optbench.implementations import optimizer_class
+
+        return optimizer_class(self.optimizer) if self.optimizer else None
+
+    def defaults(self, fallback_class: type | None = None) -> dict:
+        """The constructor defaults the reference completes hparam sets from."""
+        cls = self.optimizer_class() or fallback_class
+        return constructor_defaults(cls) if cls is not None else {}
+
+    def workload_of(self, hset: HparamSet) -> str:
+        return hset.workload or self.workload
+
+    def deviations_for(self, impl: str, dtype: str, hparams: str, check: str = "parity") -> list[Deviation]:
+        """A deviation a complex dtype inherits from its parts' dtype need not show there: never an xpass."""
+        return [d if fnmatch.fnmatchcase(dtype, d.dtype) else replace(d, intermittent=True)
+                for d in self.deviations if d.check == check and d.matches_case(impl, dtype, hparams)]
+
+    def restricted(self, *, hparams: list[str] | None = None, dtypes: list[str] | None = None) -> Suite:
+        """This suite with only some hparam sets (by name; unknown names ignored) and dtypes."""
+        keep = tuple(h for h in self.hparams if hparams is None or h.name in hparams) or self.hparams[:1]
+        roundtrip = self.roundtrip_hparams if any(h.name == self.roundtrip_hparams for h in keep) else keep[0].name
+        return replace(self, hparams=keep, roundtrip_hparams=roundtrip,
+                       dtypes=(tuple(d for d in self.dtypes if dtypes is None or d in dtypes)
+                               or tuple(dtypes or self.dtypes)))
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> Suite:
+        for h in cfg.hparams:
+            _keys(h, {"name", "options", "groups", "dtypes", "workload", "impls", "note", "schedule"},
+                  f"hparam set {h.get('name')!r}")
+        hparams = tuple(
+            HparamSet(
+                name=str(h.name),
+                options=plain(h.get("options", {})) or {},
+                groups=tuple(GroupSpec(tuple(g.match), plain(g.options)) for g in h.get("groups", [])),
+                dtypes=tuple(h.dtypes) if h.get("dtypes") else None,
+                workload=h.get("workload"),
+                impls=tuple(h.impls) if h.get("impls") else None,
+                note=" ".join(str(h.get("note", "")).split()),
+                schedule=validate_schedule(plain(h.schedule)) if h.get("schedule") else None,
+            )
+            for h in cfg.hparams
+        )
+        return cls(
+            name=str(cfg.name),
+            optimizer=cfg.get("optimizer"),
+            reference_name=str(cfg.reference),
+            dtypes=tuple(cfg.dtypes),
+            hparams=hparams,
+            roundtrip_hparams=str(cfg.get("roundtrip_hparams") or hparams[0].name),
+            workload=str(cfg.get("workload", "transformer")),
+            params=str(cfg.get("params", "all")),
+            workload_sizes=plain(cfg.get("workload_sizes", {})) or {},
+            reference_options=plain(cfg.get("reference_options", {})) or {},
+            update_precision=cfg.get("update_precision"),
+            one_step_skip=tuple(cfg.get("one_step", {}).get("skip_dtypes", ())),
+            one_step_note=" ".join(str(cfg.get("one_step", {}).get("note", "")).split()),
+            deviations=tuple(Deviation.from_config(d) for d in cfg.get("deviations", [])),
+            error_inputs=tuple(ErrorInput.from_config(e) for e in cfg.get("error_inputs", [])),
+            description=" ".join(str(cfg.get("description", "")).split()),
+            variants=tuple(cfg.variants) if cfg.get("variants") is not None else None,
+            implementations={str(k): str(v) for k, v in (plain(cfg.get("implementations", {})) or {}).items()},
+            candidate_named=bool(cfg.get("candidate_named", True)),
+            error_param_meta=plain(cfg.get("error_param_meta", {})) or {},
+        )

@@ -1,0 +1,23 @@
+"""Errors that are the user's to fix: reported in one line with exit code 2, no traceback."""
+
+import difflib
+import sys
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A bad suite, device, dtype, implementation, candidate or path; the message is one line."""
+
+
+def did_you_mean(name: str, choices) -> str:
+    """A hint naming the closest of ``choices`` to a mistyped ``name``, then all of them."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"{hint}available: {', '.join(choices)}"
+
+
+def fail(message: str) -> int:
+    """Say ``message`` on stderr as optbench's one-line error; the usage exit code."""
+    print(f"optbench: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
