@@ -19,6 +19,8 @@ import torch
 from optbench.state.batched import BATCH_NAMES, group_bookkeeping, is_batched, relaid, stacks
 from optbench.state.formats import as_torch
 from optbench.state.names import StateDictNameError, group_names
+from optbench.state.validation import refuse_foreign, state_checker, transactional_load, trial_load
+from optbench.state.validation import shape_mismatch as shape_mismatch  # the rule, for optbench.state.positional
 
 Rename = Mapping[str, str] | Callable[[str], str] | None
 
@@ -38,7 +40,8 @@ def _renamed(names: list[list[str]], rename: Rename) -> list[list[str]]:
 def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename = None) -> dict:
     """``state_dict`` re-keyed to ``optimizer``'s layout by name: the dict torch's positional
     ``load_state_dict`` then loads correctly (see ``load_state_dict_by_name``). ``state_dict`` may be in
-    torch's form, the RFC's name-keyed form or DCP's flat form (``optbench.state.formats``)."""
+    torch's form, the RFC's name-keyed form or DCP's flat form (``optbench.state.formats``). Everything it
+    refuses (``optbench.state.validation``) it refuses here, before the optimizer is touched."""
 
     state_dict = as_torch(state_dict, optimizer)
     saved_groups = state_dict["param_groups"]
@@ -59,11 +62,13 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
         if unexpected:
             parts.append(f"unexpected in the state_dict: {', '.join(unexpected)}")
         raise StateDictNameError("; ".join(parts))
+    refuse_foreign(optimizer, state_dict, strict)
 
     if (isinstance(optimizer, torch.optim.LBFGS)
             and [n for g in saved_names for n in g] != [n for g in current_names for n in g]):
         raise StateDictNameError("LBFGS keeps its state as flat vectors over all its parameters in order: it can "
                                  "only load a state_dict of the same parameters in the same order")
+    check = state_checker(optimizer, state_dict["state"].values())
     new_groups, new_state, next_id = [], {}, 0
     for gi, names in enumerate(current_names):
         current_group = optimizer.param_groups[gi]
@@ -89,7 +94,7 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
                     elif BATCH_NAMES in state:  # a stack of several parameters' rows: checked row by row below
                         pass
                     else:
-                        _check_shapes(name, state, param)
+                        check(name, state, param)
                     new_state[next_id] = state
             elif param in optimizer.state:  # starts fresh: keep what the optimizer set up at construction (Adagrad)
                 new_state[next_id] = dict(optimizer.state[param])
@@ -103,27 +108,7 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
         return keyed
     params = {n: p for g in optimizer.param_groups for n, p in zip(g["param_names"], g["params"])}
     return relaid(optimizer, keyed,
-                  check=lambda name, row: _check_shapes(name, row, params[name]) if name in params else None)
-
-
-def shape_mismatch(state: dict, param) -> str:
-    """Why ``state`` cannot belong to ``param`` ("" if it can): a state tensor with the parameter's number of
-    dimensions must broadcast to its shape (exp_avg equals it; Adafactor's row and column factors have a 1
-    where they reduce). A state that holds a tensor of exactly the parameter's shape fits it: its other tensors
-    may be per-parameter statistics of any shape (ScaledAdam's scale_grads, one per size-update step)."""
-    if any(isinstance(v, torch.Tensor) and v.shape == param.shape for v in state.values()):
-        return ""
-    for key, value in state.items():
-        if isinstance(value, torch.Tensor) and value.dim() == param.dim() > 0:
-            if any(s not in (1, p) for s, p in zip(value.shape, param.shape)):
-                return f"its saved state {key} has shape {tuple(value.shape)}, the parameter has {tuple(param.shape)}"
-    return ""
-
-
-def _check_shapes(name: str, state: dict, param) -> None:
-    why = shape_mismatch(state, param)
-    if why:
-        raise StateDictNameError(f"{name} changed shape: {why}")
+                  check=lambda name, row: check(name, row, params[name]) if name in params else None)
 
 
 def _check_flat(state: dict, optimizer) -> None:
@@ -162,19 +147,29 @@ def load_state_dict_by_name(optimizer, state_dict: dict, *, strict: bool = True,
     A current param group that holds the parameters of one saved group (bar any it no longer has) resumes
     with that group's saved hyperparameters; parameters regrouped otherwise (split, merged, moved) take
     the hyperparameters of their new group, and keys the save lacks (a flag newer than the checkpoint)
-    keep the current group's value. A name whose parameter changed shape raises. With ``strict`` (the default)
-    a current name missing from the save, or a saved name the optimizer does not have, raises StateDictNameError
-    naming them; with ``strict=False`` such parameters start with fresh state and saved-only names are dropped.
-    ``rename`` maps saved names to current ones: a mapping (``{"module.fc.weight": "fc.weight"}``) or a callable
+    keep the current group's value. With ``strict`` (the default) a current name missing from the save, a saved
+    name the optimizer does not have, or state under ids no saved group lists raise StateDictNameError naming
+    them; with ``strict=False`` such parameters start with fresh state and the rest is dropped. ``rename`` maps
+    saved names to current ones: a mapping (``{"module.fc.weight": "fc.weight"}``) or a callable
     (``lambda n: n.removeprefix("_orig_mod.")``).
+
+    Refused whatever ``strict``, naming the parameter and key: a state tensor of another shape than the optimizer
+    would give it (``optbench.state.validation.shape_mismatch``: parameter-shaped state exactly the parameter's
+    shape; a fused CPU step would corrupt memory, finding F31), another optimizer class's state. The load is
+    transactional: on any error, torch's own loader's included, the optimizer is left exactly as it was.
     """
-    optimizer.load_state_dict(by_name(optimizer, state_dict, strict=strict, rename=rename))
+    transactional_load(optimizer, by_name(optimizer, state_dict, strict=strict, rename=rename))
 
 
 def name_aware(optimizer, *, strict: bool = True, rename: Rename = None):
     """Make ``optimizer.load_state_dict`` match parameters by name (as ``load_state_dict_by_name``)
     through ``register_load_state_dict_pre_hook``; returns the hook's handle, whose ``.remove()``
-    restores torch's positional loading."""
+    restores torch's positional loading. It refuses what ``load_state_dict_by_name`` refuses, and tries the load
+    on a detached copy first, so that a load that fails leaves the optimizer as it was."""
     group_names(optimizer.param_groups, "optimizer")  # refuse an unnamed optimizer now, not at load time
-    return optimizer.register_load_state_dict_pre_hook(
-        lambda opt, state_dict: by_name(opt, state_dict, strict=strict, rename=rename))
+
+    def hook(opt, state_dict: dict) -> dict:
+        keyed = by_name(opt, state_dict, strict=strict, rename=rename)
+        trial_load(opt, keyed)
+        return keyed
+    return optimizer.register_load_state_dict_pre_hook(hook)

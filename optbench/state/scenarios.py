@@ -18,13 +18,11 @@ import torch
 
 from optbench.state.by_name import with_param_names
 from optbench.state.formats import as_torch, to_flat, to_name_keyed
-from optbench.suite.hyperparameters import IMPLEMENTATION_FLAGS, for_torch
+from optbench.suite.hyperparameters import FLAGS_NEWER_THAN_OLD_CHECKPOINTS, IMPLEMENTATION_FLAGS, for_torch
 from optbench.suite.spec import HparamSet
 
 # Which parameters a partial side lacks: every third FQN (several groups, ranks and kinds).
 PARTIAL = slice(0, None, 3)
-FLAGS_NEWER_THAN_OLD_CHECKPOINTS = ("foreach", "fused", "capturable", "differentiable", "maximize",
-                                    "decoupled_weight_decay")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 # Constructor arguments that choose how a step runs, not what it computes: never a hyperparameter of the reference.
 IMPLEMENTATION_FLAGS = frozenset({"foreach", "fused", "capturable", "differentiable"})
+# Group keys a checkpoint from an older torch lacks: loading one is not loading another optimizer's state.
+FLAGS_NEWER_THAN_OLD_CHECKPOINTS = ("foreach", "fused", "capturable", "differentiable", "maximize",
+                                    "decoupled_weight_decay")
 
 
 def plain(value):

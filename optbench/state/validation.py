@@ -1,0 +1,184 @@
+"""What the by-name loader (``optbench.state.by_name``) refuses before it touches the optimizer, and how it keeps a
+failed load from changing it: every state tensor of the wrong shape (finding F31: a fused CPU step does not check
+and corrupts memory), state it cannot attribute to a named parameter, another optimizer class's state."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+
+import torch
+
+from optbench.state.batched import BATCH_NAMES, per_parameter_state
+from optbench.state.names import StateDictNameError
+from optbench.suite.hyperparameters import FLAGS_NEWER_THAN_OLD_CHECKPOINTS
+
+# The state of torch's and optbench's optimizers that is not parameter-shaped. Scalars: a 0-dim tensor (or one
+# element: an old capturable checkpoint's step). Factored: exactly this shape (Adafactor's row and column second
+# moments of a parameter with 2 or more dims). Per step: this many dims (ScaledAdam's last size_update_period sums).
+SCALAR_KEYS = frozenset({"step", "eta", "mu", "mu_product", "param_rms", "scale_exp_avg_sq"})
+FACTORED_KEYS = {"row_var": lambda s: s[:-1] + (1,), "col_var": lambda s: s[:-2] + (1,) + s[-1:]}
+PER_STEP_KEYS = {"scale_grads": 1}
+# Their parameter-shaped state: exactly the parameter's shape, whatever the current optimizer holds.
+PARAMETER_SHAPED_KEYS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_inf", "momentum_buffer", "sum",
+                                   "square_avg", "acc_delta", "grad_avg", "ax", "prev", "step_size", "delta",
+                                   "variance"})
+NEWER_GROUP_FLAGS = frozenset(FLAGS_NEWER_THAN_OLD_CHECKPOINTS)  # a checkpoint from an older torch lacks these
+_GROUP_IDS = ("params", "param_names")
+
+
+def _fmt(shape) -> str:
+    return str(tuple(shape))
+
+
+def shape_mismatch(state: dict, param, current: dict | None = None, scalars=frozenset()) -> str:
+    """Why ``state`` cannot belong to ``param`` ("" if it can). Every tensor in it must have the shape the
+    current optimizer would give that key, compared whole (ndim included), never "some tensor fits":
+
+    * a parameter-shaped key (anything not listed below) exactly the parameter's shape;
+    * a scalar (``SCALAR_KEYS``: step, ASGD's eta and mu, NAdam's mu_product, ScaledAdam's param_rms and
+      scale_exp_avg_sq) 0-dim or one element; Adafactor's ``row_var``/``col_var`` exactly the parameter's shape
+      with a 1 at the reduced dim (-1 / -2); ScaledAdam's ``scale_grads`` one dim;
+    * a key none of torch's or optbench's optimizers uses: if ``current`` (the optimizer's own state for this
+      parameter) holds it, the parameter's shape where it has that, else its number of dims; if not, a 0-dim
+      tensor is a scalar when the key is in ``scalars`` (0-dim for every parameter of the saved state), and
+      anything else must have the parameter's shape.
+
+    Of a 0-dim parameter every 0-dim tensor fits. Non-tensor values (an int step) are not checked."""
+    want = tuple(param.shape)
+    for key, value in state.items():
+        if not isinstance(value, torch.Tensor) or (value.dim() == 0 and param.dim() == 0):
+            continue
+        shape, ours = tuple(value.shape), current.get(key) if current else None
+        if key in SCALAR_KEYS:
+            ok, expect = value.numel() == 1 and value.dim() <= 1, "a scalar"
+        elif key in FACTORED_KEYS:
+            factored = FACTORED_KEYS[key](want) if param.dim() >= 2 else None
+            ok, expect = shape == factored, _fmt(factored) if factored else "none (the parameter has fewer than 2 dims)"
+        elif key in PER_STEP_KEYS:
+            ok, expect = value.dim() == PER_STEP_KEYS[key], f"{PER_STEP_KEYS[key]} dim"
+        elif key not in PARAMETER_SHAPED_KEYS and isinstance(ours, torch.Tensor) and ours.shape != param.shape:
+            ok, expect = value.dim() == ours.dim(), f"{ours.dim()} dims, as the optimizer's own"
+        elif key not in PARAMETER_SHAPED_KEYS and value.dim() == 0 and key in scalars and ours is None:
+            ok, expect = True, ""
+        else:
+            ok, expect = shape == want, ""
+        if not ok:
+            saved = f"its saved state {key} has shape {_fmt(shape)}"
+            return (f"{saved}, the parameter has {_fmt(want)}" if not expect
+                    else f"{saved}, not {expect} (the parameter has {_fmt(want)})")
+    return ""
+
+
+def saved_scalars(states) -> frozenset:
+    """The keys that are 0-dim tensors in every one of ``states`` holding them (a scalar of an optimizer
+    ``shape_mismatch`` does not know); batched stacks left out."""
+    seen: dict[str, bool] = {}
+    for state in states:
+        if isinstance(state, dict) and BATCH_NAMES not in state:
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor):
+                    seen[key] = seen.get(key, True) and value.dim() == 0
+    return frozenset(k for k, scalar in seen.items() if scalar)
+
+
+def _own_keys(state: dict) -> set:
+    return {k for k, v in state.items() if k != BATCH_NAMES and not isinstance(v, dict)}
+
+
+def check_state(name: str, state: dict, param, current: dict | None = None, scalars=frozenset()) -> None:
+    """Raise StateDictNameError (one line, naming ``name`` and the key) if ``state`` cannot be ``param``'s: a
+    tensor of the wrong shape (``shape_mismatch``), or, where the optimizer already holds state for it, keys of
+    another optimizer (the saved state has keys the optimizer's lacks and lacks keys it has)."""
+    if current:
+        extra, lacking = sorted(_own_keys(state) - _own_keys(current)), sorted(_own_keys(current) - _own_keys(state))
+        if extra and lacking:
+            raise StateDictNameError(f"{name}: its saved state is another optimizer's: it has {', '.join(extra)}, "
+                                     f"which the optimizer's own state lacks, and lacks {', '.join(lacking)}")
+    why = shape_mismatch(state, param, current, scalars)
+    if why:
+        raise StateDictNameError(f"{name} changed shape: {why}")
+
+
+def refuse_foreign(optimizer, state_dict: dict, strict: bool) -> None:
+    """Refuse another optimizer class's state (``check_same_optimizer``) and, under strict, state under ids no
+    saved param group lists (``check_attributed``)."""
+    if strict:
+        check_attributed(state_dict)
+    check_same_optimizer(optimizer, state_dict["param_groups"])
+
+
+def state_checker(optimizer, saved_states) -> Callable[[str, dict, torch.Tensor], None]:
+    """``check_state`` against ``optimizer``'s own state (``per_parameter_state``) and the saved states' scalars."""
+    current, scalars = per_parameter_state(optimizer), saved_scalars(saved_states)
+    return lambda name, state, param: check_state(name, state, param, current.get(param), scalars)
+
+
+def check_attributed(state_dict: dict) -> None:
+    """Under strict: refuse state under ids no saved param group lists (string ids, ids of another layout),
+    which the loader cannot attribute to a named parameter."""
+    listed = {pid for g in state_dict["param_groups"] for pid in g["params"]}
+    stray = [k for k in state_dict["state"] if k not in listed]
+    if stray:
+        raise StateDictNameError(f"the state_dict holds state under ids no param group lists, which cannot be "
+                                 f"attributed to a named parameter: {', '.join(map(repr, stray))}")
+
+
+def check_same_optimizer(optimizer, saved_groups: list[dict]) -> None:
+    """Refuse another optimizer class's param groups. A saved group is foreign when it has hyperparameters the
+    optimizer neither takes (its ``defaults``) nor holds in its groups, AND lacks ones its ``defaults`` has that
+    every torch version had. Either alone is not: an LR scheduler adds keys (initial_lr), an older torch's
+    checkpoint lacks a newer flag (``NEWER_GROUP_FLAGS``)."""
+    defaults = set(optimizer.defaults)
+    known = defaults | {k for g in optimizer.param_groups for k in g}
+    for i, group in enumerate(saved_groups):
+        extra = sorted(k for k in group if k not in known and k not in _GROUP_IDS)
+        lacking = sorted(defaults - set(group) - NEWER_GROUP_FLAGS)
+        if extra and lacking:
+            raise StateDictNameError(f"the state_dict is another optimizer's, not {type(optimizer).__name__}'s: its "
+                                     f"param group {i} has {', '.join(extra)}, which {type(optimizer).__name__} does "
+                                     f"not take, and lacks {', '.join(lacking)}")
+
+
+def snapshot(optimizer) -> tuple:
+    """What ``restore`` needs to put ``optimizer`` back as it is now: its attributes, and the contents of its state,
+    groups and defaults (torch's loader replaces the first two; a subclass's ``__setstate__`` may raise after)."""
+    return (dict(optimizer.__dict__), {p: (s, dict(s)) for p, s in optimizer.state.items()},
+            [(g, dict(g)) for g in optimizer.param_groups], dict(optimizer.defaults))
+
+
+def restore(optimizer, snap: tuple) -> None:
+    attributes, state, groups, defaults = snap
+    optimizer.__dict__.clear()
+    optimizer.__dict__.update(attributes)
+    optimizer.state.clear()
+    for p, (own, content) in state.items():
+        own.clear()
+        own.update(content)
+        optimizer.state[p] = own
+    for group, content in groups:
+        group.clear()
+        group.update(content)
+    optimizer.defaults.clear()
+    optimizer.defaults.update(defaults)
+
+
+def transactional_load(optimizer, state_dict: dict) -> None:
+    """``optimizer.load_state_dict(state_dict)``; on any error the optimizer is put back as it was, and it raises."""
+    before = snapshot(optimizer)
+    try:
+        optimizer.load_state_dict(state_dict)
+    except BaseException:
+        restore(optimizer, before)
+        raise
+
+
+def trial_load(optimizer, state_dict: dict) -> None:
+    """Load ``state_dict`` into a detached copy of ``optimizer`` (its own groups, state and hooks; the same
+    parameters), so that anything torch's loader or the class's ``__setstate__`` raises is raised before the
+    optimizer itself is touched (``name_aware``: a load pre-hook cannot undo the load that follows it)."""
+    probe = object.__new__(type(optimizer))
+    probe.__dict__.update(optimizer.__dict__)
+    probe.__dict__.update(defaults=dict(optimizer.defaults), _optimizer_load_state_dict_pre_hooks=OrderedDict(),
+                          _optimizer_load_state_dict_post_hooks=OrderedDict())
+    type(optimizer).load_state_dict(probe, state_dict)
