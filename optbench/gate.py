@@ -8,9 +8,11 @@ given once per run. Each run's plan (``SuiteRun.plan``) becomes items named
 ``default``), run in plan order in this one process through ``SuiteRun.run_case``, so cases of a group share
 their scratch as in ``optbench run``. An item's outcome comes from the rows its case wrote: a ``fail`` or
 ``error`` row fails it (one line per such row); an ``xpass`` row (a declared deviation that no longer
-deviates) makes it XPASS, a pass that says so; ``xfail`` rows and no ``pass`` make it xfail; only ``skip``
-and ``unsupported`` rows skip it with their reasons; anything else passes. A run with ``candidate=`` ends
-with ``<suite>::parity::<candidate>::checked``, which fails when no hparam set could check the candidate.
+deviates) makes it XPASS, a pass that says so; ``xfail`` rows and no ``pass`` make it xfail; rows that
+verify nothing (``optbench.results.verdict``: only ``skip``, ``unsupported`` and ``info``) skip it with their
+reasons, and no row at all fails it; anything else (passes, measurements) passes. A run with ``candidate=`` ends
+with ``<suite>::parity::<candidate>::checked``, which fails when no hparam set could check the candidate; a run
+whose plan has no case is one failing item, ``<suite>::nothing-to-verify``.
 ``--optbench-out DIR`` keeps each run's results.json, results.csv and report.md in ``DIR/<suite>/``.
 
 The plugin does nothing without ``--optbench``. With it and no test paths on the command line, only the
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from optbench.results import FAILING
+from optbench.results import FAIL, FAILING, NOTHING_VERIFIED, verdict
 
 MAX_LINES = 20  # failing rows named in one item's message
 
@@ -156,6 +158,8 @@ class RunCollector(pytest.Collector):
             if seen[name] > 1:  # cases alike in every label: numbered
                 name = f"{name}::{seen[name]}"
             yield CaseItem.from_parent(self, name=name, check=check, case=case)
+        if not self.run.plan:  # a gate that collects nothing would pass, or exit 5 with no reason
+            yield NothingItem.from_parent(self, name="nothing-to-verify")
         candidate = self.run.run.ctx.candidate
         if candidate is not None and "parity" in self.run.run.checks:
             yield CandidateItem.from_parent(self, name=f"parity::{_part(candidate.name)}::checked")
@@ -204,23 +208,40 @@ class CandidateItem(CaseItem):
 
     def runtest(self) -> None:
         gate = self.config.pluginmanager.get_plugin("optbench-gate")
-        judge(self, self.parent.run.finish(write=gate.out is not None))
+        rows = self.parent.run.finish(write=gate.out is not None)
+        if rows:  # none: the candidate was checked
+            judge(self, rows)
+
+
+class NothingItem(CaseItem):
+    """A run whose plan has no case (no check has one for this suite, implementation and dtype): it fails."""
+
+    def __init__(self, **kwargs):
+        super().__init__(check=None, case=None, **kwargs)
+
+    def runtest(self) -> None:
+        checks = ", ".join(self.parent.run.run.checks)
+        raise CaseFailed(f"NOTHING VERIFIED: the run has no case to run (checks: {checks}); "
+                         "pick checks, implementations or dtypes that have cases")
 
 
 def judge(item: pytest.Item, rows: list[dict]) -> None:
     """Turn a case's rows into the item's outcome (the module docstring has the rules)."""
     statuses = [r["status"] for r in rows if r["status"] != "info"]
-    failing = [r for r in rows if r["status"] in FAILING]
-    if failing:
+    outcome = verdict(rows)
+    if outcome.name == FAIL:
+        failing = [r for r in rows if r["status"] in FAILING]
         lines = [_line(r) for r in failing[:MAX_LINES]]
         more = f"\n... and {len(failing) - MAX_LINES} more failing rows" if len(failing) > MAX_LINES else ""
         raise CaseFailed("\n".join(lines) + more)
+    if not rows:
+        raise CaseFailed("NOTHING VERIFIED: the case wrote no rows (a check must say what it did, a skip included)")
+    if outcome.name == NOTHING_VERIFIED:
+        pytest.skip(_reasons(rows, "skip", "unsupported") or outcome.why)
     if "xpass" in statuses:  # a declared deviation torch has fixed: pytest's XPASS (a pass), reason kept
         item.add_marker(pytest.mark.xfail(reason=_reasons(rows, "xpass"), strict=False))
     elif "xfail" in statuses and "pass" not in statuses:
         pytest.xfail(_reasons(rows, "xfail"))
-    elif statuses and set(statuses) <= {"skip", "unsupported"}:
-        pytest.skip(_reasons(rows, "skip", "unsupported"))
 
 
 def _reasons(rows: list[dict], *statuses: str) -> str:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from optbench.usage import UsageError
+from optbench.metrics import RUN_CASE_S
+from optbench.usage import EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED, EXIT_OK, UsageError
 
 SCHEMA_VERSION = 4  # 4: ``gate`` and ``finding``; 3: ``workload`` (the speed/scaling workload a timing row timed)
 READABLE_SCHEMAS = (2, 3, 4)  # columns an older schema lacks read back as ""
@@ -36,6 +37,68 @@ COLUMNS = [
 CASE_KEY = ("suite", "impl", "dtype", "hparams", "device", "workload")
 STATUSES = ("pass", "fail", "error", "xfail", "xpass", "unsupported", "skip", "info")
 FAILING = {"fail", "error"}
+VERIFIED = {"pass", "fail", "xfail", "xpass"}  # a row that verified something, either way
+MEASURING = ("speed", "memory", "scaling")  # checks whose product is a measurement (``info`` rows), not a verdict
+PASS, FAIL, MEASURED, NOTHING_VERIFIED = "PASS", "FAIL", "MEASURED", "NOTHING VERIFIED"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A run's (or a case's) verdict: ``name`` (PASS, FAIL, MEASURED, NOTHING VERIFIED) and why, in words."""
+
+    name: str
+    why: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return {FAIL: EXIT_CHECK_FAILED, NOTHING_VERIFIED: EXIT_NOTHING_VERIFIED}.get(self.name, EXIT_OK)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.why}" if self.why else self.name
+
+
+def _some(texts, n: int = 2, sep: str = "; ") -> str:
+    texts = list(dict.fromkeys(str(t) for t in texts if t))
+    return sep.join(texts[:n]) + (f"{sep}and {len(texts) - n} more" if len(texts) > n else "")
+
+
+def _case(r: dict) -> tuple:
+    return (r.get("check"), *(r.get(k) for k in CASE_KEY))
+
+
+def _cases(rows: list[dict]) -> str:
+    """How many cases (check x CASE_KEY) the rows are of, and of which checks: ``3 case(s) of parity, cross``."""
+    return f"{len(set(map(_case, rows)))} case(s) of {_some((r.get('check') for r in rows), 9, ', ')}"
+
+
+def verdict(rows, checks=()) -> Verdict:
+    """The one rule (rows: dicts or a DataFrame; ``checks``: the run's, to name when none had a case).
+
+    FAIL: a ``fail`` or ``error`` row. PASS: else a row that verified something (pass, fail, xfail, xpass).
+    MEASURED: else measurements (``info`` rows) of the measuring checks only (speed, memory, scaling).
+    NOTHING VERIFIED: else (no row at all, or only skip, unsupported and info): exit 3, never a PASS."""
+    rows = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    failing = [r for r in rows if r["status"] in FAILING]
+    if failing:
+        return Verdict(FAIL, f"{_cases(failing)} failed")
+    verified = [r for r in rows if r["status"] in VERIFIED]
+    skipped = [r for r in rows if r["status"] in ("skip", "unsupported")]
+    what = "skipped" if all(r["status"] != "unsupported" for r in skipped) else "skipped or unsupported"
+    if verified:
+        return Verdict(PASS, f"{_cases(verified)} verified" + (f"; {_cases(skipped)} {what}" if skipped else ""))
+    unrun = set(map(_case, skipped))  # a skipped case's info rows (its sizes, its time) measured nothing
+    measured = [r for r in rows if r["status"] == "info" and r.get("metric") != RUN_CASE_S and _case(r) not in unrun]
+    if measured and all(r.get("check") in MEASURING for r in rows):
+        return Verdict(MEASURED, f"{_cases(measured)} measured; these checks verify nothing")
+    if not rows:
+        named = f" (checks: {', '.join(map(str, checks))})" if len(checks) else ""
+        return Verdict(NOTHING_VERIFIED, f"no check had a case to run{named}")
+    if not skipped:
+        return Verdict(NOTHING_VERIFIED, "no case produced a verdict")
+    reasons = f" ({_some(r.get('detail') or r.get('metric') for r in skipped)})"
+    if measured:
+        return Verdict(NOTHING_VERIFIED, f"only measurements; {_cases(skipped)} {what}{reasons}")
+    return Verdict(NOTHING_VERIFIED, f"every case was {what}{reasons}")
 
 
 def row(labels: dict, *, check: str, metric: str, value: float, status: str = "info", unit: str = "",
@@ -101,6 +164,10 @@ class Results:
     @property
     def failed(self) -> bool:
         return any(r["status"] in FAILING for r in self.rows)
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict(self.rows, (self.meta.get("config") or {}).get("checks") or ())
 
     def save(self) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)

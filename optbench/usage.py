@@ -1,9 +1,18 @@
-"""Errors that are the user's to fix: reported in one line with exit code 2, no traceback."""
+"""Errors that are the user's to fix: reported in one line with exit code 2, no traceback; the exit codes."""
 
 import difflib
 import sys
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_NOTHING_VERIFIED = 3  # no check produced a verdict (every case skipped, or none to run): not a PASS
+# worst last: a usage error, then a failed check, then nothing verified (a run with a fail row exits 1)
+SEVERITY = (EXIT_OK, EXIT_NOTHING_VERIFIED, EXIT_CHECK_FAILED, EXIT_USAGE)
+
+
+def worst(codes) -> int:
+    """The worst of several runs' exit codes (a sweep's); a code optbench does not give counts as a failure."""
+    return max(codes, key=lambda c: SEVERITY.index(c) if c in SEVERITY else SEVERITY.index(EXIT_CHECK_FAILED),
+               default=EXIT_OK)
 
 
 class UsageError(Exception):

@@ -141,4 +141,8 @@ def test_outcome_rules():
     judge(item, rows("pass", "xpass"))  # a deviation torch fixed: XPASS, which passes
     assert item.markers[0].kwargs == {"reason": "xpass detail", "strict": False}
     judge(Item(), rows("pass", "xfail", "info"))
-    judge(Item(), rows("info"))
+    judge(Item(), [r | {"check": "speed"} for r in rows("info")])  # a measurement passes
+    with pytest.raises(pytest.skip.Exception, match="no case produced a verdict"):
+        judge(Item(), rows("info"))  # a verdict check's case that gave none: nothing verified
+    with pytest.raises(CaseFailed, match="the case wrote no rows"):
+        judge(Item(), [])

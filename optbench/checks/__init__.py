@@ -1,7 +1,8 @@
 """The checks, as a registry: each turns cases into result rows through ``checks.base.Check``.
 
 Registry order is run order within a group of cases (parity before cross, which reads its
-trajectories). ``optbench run checks=[...]`` picks by name.
+trajectories). ``optbench run checks=[...]`` picks by name; a check's ``requires`` must be picked with
+it (``checks=[cross]`` alone is a usage error naming parity: ``engine.selection.resolve_checks``).
 """
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ class Check(Protocol):
     """A kind of evidence about an implementation.
 
     ``cases`` lists the units of work for one suite; ``run`` turns one case into result rows (an
-    exception escaping ``run`` is recorded by the runner as an ``error`` row of that case). Checks
+    exception escaping ``run`` is recorded by the runner as an ``error`` row of that case; a case
+    should write at least one row, a ``skip`` one with the reason where it cannot say more). Checks
     that read what another check left in ``ctx.scratch`` name it in ``requires``: the runner runs
-    cases of the same ``group`` together, in registry order, and clears the scratch between groups.
+    cases of the same ``group`` together, in registry order, and clears the scratch between groups,
+    and refuses (a usage error) a selection of checks without what one of them requires.
     """
 
     name: str

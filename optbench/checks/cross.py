@@ -1,6 +1,7 @@
 """Cross-implementation agreement: each variant's trajectory against torch's for-loop at the same dtype.
 
-It reads the snapshots the parity check kept for the same group (dtype x hparam set). Tensors under
+It reads the snapshots the parity check kept for the same group (dtype x hparam set), so it ``requires`` parity
+(a run with cross and without parity is a usage error); where parity left none, a ``skip`` row says so. Tensors under
 a declared deviation for either side are left out, as in parity. Each side may be ``tolerance_eps``
 away from the reference, so the bound is ``cross_tolerance_eps``.
 """
@@ -11,7 +12,7 @@ import torch
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import BASELINE, ParityCheck
-from optbench.metrics import PARITY_XMAX_ERR_EPS_VS_FORLOOP
+from optbench.metrics import CASE_SKIPPED, PARITY_XMAX_ERR_EPS_VS_FORLOOP
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
@@ -32,8 +33,10 @@ class CrossCheck:
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         mine = ctx.scratch.get(("snapshots", case.impl_name))
         base = ctx.scratch.get(("snapshots", BASELINE))
-        if mine is None or base is None:  # one side errored or was unsupported: parity says so already
-            return Outcome([])
+        if mine is None or base is None:  # one side errored, was skipped or unsupported: parity's row says which
+            side = case.impl_name if mine is None else BASELINE
+            return Outcome([row(case.labels, check="cross", metric=CASE_SKIPPED, value=1, status="skip",
+                                detail=f"parity left no trajectory of {side} for this case (its parity row says why)")])
         skip = ctx.scratch.get(("declared", case.impl_name), set()) | ctx.scratch.get(("declared", BASELINE), set())
         eps = torch.finfo(DTYPES[case.dtype]).eps
         x = cross_error(mine, base, eps, skip=frozenset(skip))

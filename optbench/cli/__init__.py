@@ -3,7 +3,7 @@
 Hydra has no subcommands, so ``main`` pops the subcommand and, for ``run``, hands the remaining
 arguments to the ``@hydra.main`` app: multirun (``-m``), ``--cfg job``, ``--info`` and
 ``--config-dir`` keep working. Mistakes the user can fix answer in one line with exit code 2;
-failed checks exit 1.
+failed checks exit 1; a run that verified nothing exits 3 (``optbench.usage``, README "Exit codes").
 """
 
 from __future__ import annotations

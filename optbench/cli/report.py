@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from optbench.results import load_run
+from optbench.results import load_run, verdict
 from optbench.usage import EXIT_OK, UsageError
 
 
@@ -37,4 +37,5 @@ def report_command(args: list[str]) -> int:
     out = ns.out or (ns.results[0] if ns.results[0].is_dir() else ns.results[0].parent)
     out.mkdir(parents=True, exist_ok=True)
     print(f"report: {render_report(meta, rows, out)}")
+    print("verdict:", verdict(rows, (meta.get("config") or {}).get("checks") or ()))  # the run's; this one rendered
     return EXIT_OK

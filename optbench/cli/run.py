@@ -2,7 +2,7 @@
 
 Hydra has no subcommands: ``run_command`` checks the overrides (one line, exit 2, for a mistake), then hands
 them to the ``@hydra.main`` app, so multirun (``-m``), ``--cfg job``, ``--info`` and ``--config-dir`` keep
-working. Failed checks exit 1.
+working. Failed checks exit 1; a run that verified nothing (``optbench.results.verdict``) exits 3.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from optbench.config import CONFIG_MODULE, compose_config, precheck
-from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, UsageError, fail
+from optbench.usage import EXIT_CHECK_FAILED, UsageError, fail, worst
 
 _exit_codes: list[int] = []
 
@@ -38,8 +38,8 @@ def run_app(cfg: DictConfig) -> int:
         return _exit_codes[-1]
     out = results.out_dir
     print(f"results: {out / 'results.json'} (+ results.csv)\nreport:  {out / 'report.md'}")
-    print("verdict:", "FAIL" if results.failed else "PASS")
-    _exit_codes.append(EXIT_CHECK_FAILED if results.failed else EXIT_OK)
+    print("verdict:", results.verdict)
+    _exit_codes.append(results.verdict.exit_code)
     return _exit_codes[-1]
 
 
@@ -73,4 +73,4 @@ def run_command(args: list[str]) -> int:
         sys.argv = saved_argv
         if flags.multirun:  # jobs in other processes cannot append to _exit_codes: the merged results tell
             _exit_codes.extend(sweep.finish())
-    return max(_exit_codes, default=EXIT_OK)
+    return worst(_exit_codes)

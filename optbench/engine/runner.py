@@ -3,7 +3,7 @@
 The runner only orchestrates: it resolves the configuration (or raises a one-line UsageError), asks
 each selected check for its cases, runs cases of the same group together (so a check can read what
 another left in the group's scratch), records an exception as an ``error`` row and goes on, and
-writes results after every case. ``Results.failed`` decides the exit code.
+writes results after every case. ``Results.verdict`` (``optbench.results.verdict``) decides the exit code.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from optbench.engine.history import record_quietly
 from optbench.engine.machine import machine_info
 from optbench.engine.selection import (
     resolve_candidate,
+    resolve_checks,
     resolve_compile_dtypes,
     resolve_compile_hparams,
     resolve_device,
@@ -83,10 +84,7 @@ class SuiteRun:
                              f"not the meta-suite {cfg.suite.name!r}")
         self.suites = [resolve_options(cfg, s) for s in suites]
         self.device = resolve_device(cfg.device.name)
-        self.checks = [str(c) for c in cfg.checks]
-        unknown = [c for c in self.checks if c not in REGISTRY]
-        if unknown:
-            raise UsageError(f"unknown check(s) {', '.join(unknown)}: available: {', '.join(REGISTRY)}")
+        self.checks = resolve_checks(cfg)
         candidate = resolve_candidate(cfg, self.suites[0]) if cfg.candidate else None
         self.ctx = RunContext(
             cfg=cfg, device=self.device, steps=self.steps, seed=self.seed,

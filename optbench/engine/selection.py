@@ -9,6 +9,7 @@ from dataclasses import replace
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from optbench.checks import REGISTRY
 from optbench.implementations import (
     TORCH_VARIANTS,
     CandidateError,
@@ -43,6 +44,24 @@ def _int(cfg: DictConfig, key: str, minimum: int) -> int:
     if number < minimum:
         raise UsageError(f"{key}={value}: need at least {minimum}")
     return number
+
+
+def resolve_checks(cfg: DictConfig) -> list[str]:
+    """The checks to run, by name: each known, at least one, and each with the checks it ``requires``."""
+    value = cfg.checks
+    checks = [str(c) for c in (value if isinstance(value, (list, tuple, ListConfig)) else [value])]
+    if not checks:
+        raise UsageError(f"checks=[] selects nothing: available: {', '.join(REGISTRY)}")
+    unknown = [c for c in checks if c not in REGISTRY]
+    if unknown:
+        raise UsageError(f"unknown check(s) {', '.join(unknown)}: available: {', '.join(REGISTRY)}")
+    for name in checks:
+        missing = [need for need in REGISTRY[name].requires if need not in checks]
+        if missing:
+            fixed = [c for c in REGISTRY if c in checks or c in missing]
+            raise UsageError(f"check '{name}' needs '{missing[0]}' (it reads what {missing[0]} computes for the same "
+                             f"cases): use checks=[{','.join(fixed)}]")
+    return checks
 
 
 def resolve_steps(cfg: DictConfig) -> tuple[int, int]:

@@ -12,7 +12,7 @@ that crashes loses nothing of the others'. If Hydra stops before its end-of-mult
 a worker died), ``finish``, which ``optbench run`` calls after every multirun, merges what exists.
 
 The multirun's exit code is the worst job's: 2 if a job stopped on a usage error, 1 if any failed a check,
-crashed or is missing, else 0.
+crashed or is missing, 3 if a job verified nothing (``optbench.results.verdict`` of its rows), else 0.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from optbench.metrics import SWEEP_JOB
-from optbench.results import FAILING, atomic_write
-from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from optbench.results import FAIL, NOTHING_VERIFIED, atomic_write, verdict
+from optbench.usage import EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED, EXIT_OK, EXIT_USAGE, UsageError, worst
 
 JOB_FILE = "job.json"
 _BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -144,11 +144,11 @@ class Job:
 
     @property
     def code(self) -> int:
-        """The job's exit code as the sweep counts it: its own, and at least 1 when a row of it fails or its
-        results are not whole."""
+        """The job's exit code as the sweep counts it: the worst of its own, its rows' verdict (1 when a row
+        fails, 3 when none verified anything) and 1 when its results are not whole."""
         own = self.exit_code if self.status == "completed" and isinstance(self.exit_code, int) else EXIT_CHECK_FAILED
-        failing = any(r.get("status") in FAILING for r in self.rows)
-        return max(own, EXIT_CHECK_FAILED if failing or self.problem else EXIT_OK)
+        checks = (self.meta.get("config") or {}).get("checks") or ()
+        return worst([own, verdict(self.rows, checks).exit_code, EXIT_CHECK_FAILED if self.problem else EXIT_OK])
 
     @property
     def problem(self) -> str:
@@ -162,7 +162,7 @@ class Job:
             return f"raised {self.error}{kept}"
         if self.exit_code == EXIT_USAGE:
             return "stopped on a usage error; its message is in the job's output"
-        if self.exit_code not in (EXIT_OK, EXIT_CHECK_FAILED):
+        if self.exit_code not in (EXIT_OK, EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED):
             return f"exit {self.exit_code}"
         if not self.meta:
             return "wrote no results.json"
@@ -222,7 +222,7 @@ def merge(sweep_dir, expected: list[list[str]] | None = None, launcher: str = ""
                            "problem": j.problem or "-"} for j, r in zip(jobs, meta["sweep"]["jobs"])])
     with report.open("a", encoding="utf-8") as f:
         f.write(f"\n## Sweep jobs\n\n{markdown(table)}\n")
-    return Merged(path, report, max((j.code for j in jobs), default=EXIT_OK), jobs)
+    return Merged(path, report, worst(j.code for j in jobs), jobs)
 
 
 def read_jobs(sweep_dir: Path, expected: list[list[str]] | None = None) -> list[Job]:
@@ -290,7 +290,8 @@ def _merge_and_say(sweep: _Sweep) -> None:
 def _say(merged: Merged) -> int:
     bad = [f"job {j.num} exit {j.code}" + (f" ({j.problem})" if j.problem else "") for j in merged.jobs if j.code]
     print(f"sweep: {len(merged.jobs)} job(s) merged: {merged.results} (+ results.csv)\nreport:  {merged.report}")
-    print("verdict:", f"FAIL: {'; '.join(bad)}" if bad else "PASS")
+    name = NOTHING_VERIFIED if merged.exit_code == EXIT_NOTHING_VERIFIED else FAIL
+    print("verdict:", f"{name}: {'; '.join(bad)}" if bad else verdict(r for j in merged.jobs for r in j.rows))
     return merged.exit_code
 
 

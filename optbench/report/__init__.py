@@ -26,7 +26,7 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
     device = (cfg.get("device") or {}).get("name") or ", ".join(dict.fromkeys(rows["device"]))
     machine = pd.DataFrame(list((meta.get("machine") or {}).items()), columns=["key", "value"])
     wide = performance.speed_frame(rows)
-    parts = [f"# optbench: {suite or '?'} on {device or '?'}", tables.summary(rows),
+    parts = [f"# optbench: {suite or '?'} on {device or '?'}", tables.summary(rows, cfg.get("checks") or ()),
              "## Machine", tables.markdown(machine.fillna("-")),
              "## Configuration", tables.markdown(tables.config_table(meta, rows))]
     if matrix.heatmap(rows, out_dir / "parity_matrix.png"):

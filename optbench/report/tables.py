@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS, PARITY_XMAX_ERR_EPS_VS_FORLOOP, STATE_DTYPE
-from optbench.results import CASE_KEY, as_float
+from optbench.results import CASE_KEY, as_float, verdict
 
 # A report is of one run on one device; the timing tables add ``workload`` (report.performance.TIMING).
 CASE = [k for k in CASE_KEY if k not in ("device", "workload")]
@@ -55,14 +55,14 @@ def by_case(rows: pd.DataFrame, name: str, keys=CASE) -> pd.DataFrame:
     return metric(rows, name).drop_duplicates(keys).set_index(keys)[["value", "status", "detail"]]
 
 
-def summary(rows: pd.DataFrame) -> str:
-    verdict = "FAIL" if rows["status"].isin(["fail", "error"]).any() else "PASS"
+def summary(rows: pd.DataFrame, checks=()) -> str:
+    """The overall verdict (``optbench.results.verdict``) and the verdict counts of the checks that give them."""
     counted = rows[rows["check"].isin(["parity", "cross", "roundtrip", "errors", "deviation"])
                    & (rows["fqn"].eq("") | rows["check"].eq("deviation")) & rows["status"].ne("info")]
     per_check = counted.groupby("check")["status"].value_counts().unstack(fill_value=0)
     parts = [f"{check}: " + ", ".join(f"{int(n)} {status}" for status, n in counts.items() if n)
              for check, counts in per_check.iterrows()]
-    return f"**Overall: {verdict}.** " + "; ".join(parts) + "."
+    return f"**Overall: {verdict(rows, checks)}.** " + "; ".join(parts) + ("." if parts else "")
 
 
 def config_table(meta: dict, rows: pd.DataFrame) -> pd.DataFrame:
@@ -79,8 +79,8 @@ def config_table(meta: dict, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def parity(rows: pd.DataFrame) -> pd.DataFrame:
-    verdict, tol = by_case(rows, PARITY_MAX_ERR_EPS), by_case(rows, PARITY_TOL_EPS)
-    out = verdict.join(tol["value"].rename("tol")).reset_index()
+    verdicts, tol = by_case(rows, PARITY_MAX_ERR_EPS), by_case(rows, PARITY_TOL_EPS)
+    out = verdicts.join(tol["value"].rename("tol")).reset_index()
     return pd.DataFrame({**{k: out[k] for k in CASE}, "max err (eps)": out["value"].map(num),
                          "tol (eps)": out["tol"].map(num), "verdict": out["status"], "detail": out["detail"]})
 
