@@ -1,7 +1,7 @@
 """Every suite's default run, alone, as a user runs it: ``optbench run suite=<name> device=cpu`` exits 0 on a
 correct torch. ``suite=all`` can stay green while one suite alone goes red (its cases then run in another
 order, in a fresh process, with a cold inductor cache), so each suite is run by itself, in its own process,
-with an empty inductor cache. Marked ``slow`` (about 15 minutes on 2 cores): CI leaves it out; run it with
+with an empty inductor cache. Marked ``slow`` (about 35 minutes with ``-n 2`` on 2 cores): CI leaves it out; run it with
 ``pytest -m slow`` before resolving an issue, and on every torch upgrade.
 """
 
