@@ -38,8 +38,9 @@ def run_app(cfg: DictConfig) -> int:
         return _exit_codes[-1]
     out = results.out_dir
     print(f"results: {out / 'results.json'} (+ results.csv)\nreport:  {out / 'report.md'}")
-    print("verdict:", results.verdict)
-    _exit_codes.append(results.verdict.exit_code)
+    outcome = results.verdict  # computed over every row: once
+    print("verdict:", outcome)
+    _exit_codes.append(outcome.exit_code)
     return _exit_codes[-1]
 
 
