@@ -6,12 +6,24 @@ here, so a bad override answers in one line (``UsageError``) wherever it is give
 
 from __future__ import annotations
 
+import functools
+import secrets
 from importlib import resources
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from optbench.suites import CONFIG_MODULE
 from optbench.usage import UsageError, did_you_mean
+
+
+@functools.cache
+def run_tag() -> str:
+    """Four random hex digits, the same for the whole process: ``out_dir``'s default ends in it, so two runs
+    started in the same second never share a folder."""
+    return secrets.token_hex(2)
+
+
+OmegaConf.register_new_resolver("optbench_run_tag", run_tag, replace=True)
 
 
 def config_names(group: str, config_dirs=()) -> list[str]:

@@ -1,9 +1,10 @@
 """The tidy results table: one row per case and metric, saved atomically as JSON and CSV, and read back.
 
-The JSON file (``results.json``) is the record: schema version, machine, config and rows. The CSV
-(``results.csv``) holds the same rows for pandas/spreadsheets. Both are rewritten through a temporary
-file and ``os.replace`` (never half-written) every few seconds and at the end; between rewrites every
-case's rows are appended to ``results.partial.jsonl`` at once, so an interrupted run loses nothing.
+The JSON file (``results.json``) is the record: schema version, machine, config, how the run ended
+(``run``: finished or not, planned and finished cases) and rows. The CSV (``results.csv``) holds the same rows
+for pandas/spreadsheets. Both are written once, when the run ends (an interrupt included), through a
+temporary file and ``os.replace``: never half-written. While it runs, each case's rows go to its journal
+(``optbench.journal``) as the case finishes, so a killed run loses nothing it measured.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import math
 import os
 import re
 import tempfile
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from optbench.metrics import RUN_CASE_S
-from optbench.usage import EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED, EXIT_OK, UsageError
+from optbench.usage import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_NOTHING_VERIFIED, EXIT_OK, UsageError
 
 SCHEMA_VERSION = 4  # 4: ``gate`` and ``finding``; 3: ``workload`` (the speed/scaling workload a timing row timed)
 READABLE_SCHEMAS = (2, 3, 4)  # columns an older schema lacks read back as ""
@@ -40,6 +40,8 @@ FAILING = {"fail", "error"}
 VERIFIED = {"pass", "fail", "xfail", "xpass"}  # a row that verified something, either way
 MEASURING = ("speed", "memory", "scaling")  # checks whose product is a measurement (``info`` rows), not a verdict
 PASS, FAIL, MEASURED, NOTHING_VERIFIED = "PASS", "FAIL", "MEASURED", "NOTHING VERIFIED"
+INCOMPLETE = "INCOMPLETE"
+FINISHED = "finished"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ class Verdict:
 
     @property
     def exit_code(self) -> int:
-        return {FAIL: EXIT_CHECK_FAILED, NOTHING_VERIFIED: EXIT_NOTHING_VERIFIED}.get(self.name, EXIT_OK)
+        return {FAIL: EXIT_CHECK_FAILED, NOTHING_VERIFIED: EXIT_NOTHING_VERIFIED,
+                INCOMPLETE: EXIT_INCOMPLETE}.get(self.name, EXIT_OK)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.why}" if self.why else self.name
@@ -71,13 +74,28 @@ def _cases(rows: list[dict]) -> str:
     return f"{len(set(map(_case, rows)))} case(s) of {_some((r.get('check') for r in rows), 9, ', ')}"
 
 
-def verdict(rows, checks=()) -> Verdict:
-    """The one rule (rows: dicts or a DataFrame; ``checks``: the run's, to name when none had a case).
+def incomplete(run: dict | None) -> str:
+    """Why a run (results.json's ``run``) is incomplete, in words ("" when it finished, or says nothing)."""
+    if not isinstance(run, dict) or run.get("status", FINISHED) == FINISHED:
+        return ""
+    done, planned = run.get("finished_cases", "?"), run.get("planned_cases", "?")
+    return f"{done} of {planned} cases ran ({run.get('how') or run.get('status')})"
+
+
+def verdict(rows, checks=(), run: dict | None = None) -> Verdict:
+    """The one rule, over ``rows``, a run's ``run`` record deciding first.
+
+    INCOMPLETE: the run did not finish its plan (``run``: results.json's record of how it ended): exit 4, never a
+    PASS, whatever its rows say; the rest of the rule applies to a finished run (``checks``: the run's, to name
+    when none had a case).
 
     FAIL: a ``fail`` or ``error`` row. PASS: else a row that verified something (pass, fail, xfail, xpass).
     MEASURED: else measurements (``info`` rows) of the measuring checks only (speed, memory, scaling).
     NOTHING VERIFIED: else (no row at all, or only skip, unsupported and info): exit 3, never a PASS."""
     rows = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    if why := incomplete(run):
+        so_far = verdict(rows, checks)
+        return Verdict(INCOMPLETE, f"{why}; so far {so_far.name}" + (f": {so_far.why}" if so_far.why else ""))
     failing = [r for r in rows if r["status"] in FAILING]
     if failing:
         return Verdict(FAIL, f"{_cases(failing)} failed")
@@ -136,26 +154,14 @@ def _json_value(v):
 
 @dataclass
 class Results:
-    """Rows for one run, with the run's metadata (machine, config, wall time)."""
+    """Rows for one run, with the run's metadata (machine, config, wall time, ``run``: how it ended)."""
 
     out_dir: Path
     meta: dict
     rows: list[dict] = field(default_factory=list)
-    save_every_s: float = 5.0
-    _saved_at: float = field(default=0.0, repr=False)
-
-    @property
-    def journal(self) -> Path:
-        return self.out_dir / "results.partial.jsonl"
 
     def extend(self, rows: list[dict]) -> None:
-        """Add one case's rows: appended to the journal now, in results.json at the next save."""
         self.rows.extend(rows)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        with self.journal.open("a", encoding="utf-8") as f:
-            f.writelines(json.dumps({k: _json_value(v) for k, v in r.items()}) + "\n" for r in rows)
-        if time.monotonic() - self._saved_at > self.save_every_s:
-            self.save()
 
     @property
     def table(self) -> pd.DataFrame:
@@ -167,9 +173,10 @@ class Results:
 
     @property
     def verdict(self) -> Verdict:
-        return verdict(self.rows, (self.meta.get("config") or {}).get("checks") or ())
+        return verdict(self.rows, (self.meta.get("config") or {}).get("checks") or (), self.meta.get("run"))
 
-    def save(self) -> Path:
+    def finish(self) -> Path:
+        """Write results.json and results.csv (each through a temporary file); the JSON's path."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         header = {"schema_version": SCHEMA_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   **self.meta}
@@ -178,14 +185,8 @@ class Results:
         path = self.out_dir / "results.json"
         atomic_write(path, text)
         atomic_write(self.out_dir / "results.csv", self.table.to_csv(index=False))
-        self._saved_at = time.monotonic()
         return path
 
-    def finish(self) -> Path:
-        """The final save; the journal is no longer needed."""
-        path = self.save()
-        self.journal.unlink(missing_ok=True)
-        return path
 
 def load_results(path) -> tuple[dict, pd.DataFrame]:
     """Read a results file; return (metadata without ``rows``, DataFrame of the rows)."""
@@ -235,11 +236,29 @@ def normalize(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_run(arg: Path) -> tuple[dict, pd.DataFrame]:
-    """(meta, rows) of a results.json or of the run directory holding one; a bad path is a UsageError."""
+    """(meta, rows) of a results.json or of the run directory holding one; a run directory with only a journal
+    (its run was killed before writing results.json) reads as that run, incomplete. A bad path is a UsageError."""
+    from optbench.journal import JOURNAL
+
     path = arg / "results.json" if arg.is_dir() else arg
+    if arg.is_dir() and not path.is_file() and (arg / JOURNAL).is_file():
+        return from_journal(arg / JOURNAL)
     if not path.is_file():
         raise UsageError(f"no results file at {path}")
     try:
         return load_results(path)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def from_journal(path: Path) -> tuple[dict, pd.DataFrame]:
+    """(meta, rows) of a run read back from its journal, which ends without an end record when it was killed."""
+    from optbench.journal import read
+
+    record = read(path)
+    meta = dict(record.header.get("meta") or {})
+    how = (record.end or {}).get("how") or "killed: the journal has no end record"
+    meta["run"] = {"status": (record.end or {}).get("status", "killed"), "how": how,
+                   "planned_cases": len(record.planned), "finished_cases": len(record.cases)}
+    rows = [r for i in sorted(record.cases) for r in record.cases[i]]
+    return meta, normalize(pd.DataFrame(rows, columns=COLUMNS))

@@ -5,8 +5,10 @@ import sys
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_NOTHING_VERIFIED = 3  # no check produced a verdict (every case skipped, or none to run): not a PASS
-# worst last: a usage error, then a failed check, then nothing verified (a run with a fail row exits 1)
-SEVERITY = (EXIT_OK, EXIT_NOTHING_VERIFIED, EXIT_CHECK_FAILED, EXIT_USAGE)
+EXIT_INCOMPLETE = 4  # the run ended before its plan did (the harness crashed, the disk filled); interrupted by a
+# signal: 128 + its number (130 for Ctrl-C, 143 for SIGTERM)
+# worst last: a usage error, an unfinished run, a failed check, nothing verified (a run with a fail row exits 1)
+SEVERITY = (EXIT_OK, EXIT_NOTHING_VERIFIED, EXIT_CHECK_FAILED, EXIT_INCOMPLETE, 130, 143, EXIT_USAGE)
 
 
 def worst(codes) -> int:

@@ -173,3 +173,51 @@ class ItemLrAdam(DifferentiableAdam):
     def _lr(self, group):
         lr = group["lr"]
         return lr.item() if isinstance(lr, torch.Tensor) else lr
+
+
+class _DiesOnThirdStep(torch.optim.SGD):
+    """A correct SGD until its third step (in this process), where it ends its process as ``die`` says."""
+
+    steps_taken = 0
+
+    def step(self, closure=None):
+        type(self).steps_taken += 1
+        if type(self).steps_taken == 3:
+            self.die()
+        return super().step(closure)
+
+
+class ExitsSGD(_DiesOnThirdStep):
+    """Ends its process with exit code 0 (``os._exit``: no cleanup, no exception)."""
+
+    def die(self):
+        import os
+
+        os._exit(0)
+
+
+class SystemExitSGD(_DiesOnThirdStep):
+    """Raises SystemExit(0), as ``sys.exit()`` would."""
+
+    def die(self):
+        raise SystemExit(0)
+
+
+class SegfaultsSGD(_DiesOnThirdStep):
+    """Reads address 0: SIGSEGV, after a last word on stderr."""
+
+    def die(self):
+        import ctypes
+        import sys
+
+        print("segfaulting now", file=sys.stderr, flush=True)
+        ctypes.string_at(0)
+
+
+class HangsSGD(_DiesOnThirdStep):
+    """Sleeps for an hour."""
+
+    def die(self):
+        import time
+
+        time.sleep(3600)

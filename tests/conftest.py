@@ -5,6 +5,9 @@ import torch
 
 # test runs are not history: a test that wants one passes history_dir= itself
 os.environ.setdefault("OPTBENCH_HISTORY_DIR", "")
+# cases in the test's own process (jobs=0): a worker process costs seconds to start, and isolation, parallelism and
+# resume have their own tests (tests/test_isolation.py), which pass jobs= themselves
+os.environ.setdefault("OPTBENCH_JOBS", "0")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -16,7 +16,7 @@ def test_rows_carry_gate_and_finding_and_round_trip_through_the_file(tmp_path):
     results = Results(tmp_path, {"machine": {}})
     results.extend([row(LABELS, check="parity", metric=PARITY_MAX_ERR_EPS, value=9.0, status="xfail", finding="F07"),
                     row(LABELS, check="parity", metric=PARITY_MAX_ERR_EPS, value=99.0, status="fail", gate="one-step")])
-    results.save()
+    results.finish()
     meta, rows = load_results(tmp_path / "results.json")
     assert meta["schema_version"] == SCHEMA_VERSION == 4
     assert list(rows["finding"]) == ["F07", ""] and list(rows["gate"]) == ["", "one-step"]

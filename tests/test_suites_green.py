@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("suite", [*optimizer_suite_names(), "smoke"])
 def test_default_run_of_each_suite_alone_is_green(suite, tmp_path):
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    env.pop("OPTBENCH_JOBS", None)  # as a user runs it: worker processes, one per core
     done = subprocess.run([sys.executable, "-m", "optbench", "run", f"suite={suite}", "device=cpu",
                            f"out_dir={tmp_path / 'run'}", "history_dir=null"],
                           capture_output=True, text=True, env=env, timeout=1800)

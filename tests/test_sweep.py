@@ -10,6 +10,7 @@ import pytest
 
 from optbench.cli import main
 from optbench.engine import runner, sweep
+from optbench.journal import JOURNAL, Journal
 from optbench.results import Results, row
 
 REPO = Path(__file__).parents[1]
@@ -121,13 +122,16 @@ def test_merge_keeps_a_killed_jobs_journal_and_names_a_job_that_never_started(tm
     done, killed = tmp_path / "0-sgd-cpu", tmp_path / "1-sgd-cpu"
     Results(done, {"machine": {"torch": "x"}, "suites": ["sgd"]},
             [row(labels, check="parity", metric="parity.max_err_eps", value=1.0, status="pass")]).finish()
-    Results(killed, {"machine": {"torch": "x"}}).extend(
-        [row(labels | {"dtype": "float64"}, check="parity", metric="parity.max_err_eps", value=1.0, status="pass")])
+    killed.mkdir()  # killed after one case: its journal, no results.json
+    journal = Journal(killed / JOURNAL, {"meta": {"machine": {"torch": "x"}}, "plan": [{"check": "parity"}] * 2})
+    journal.case(0, [row(labels | {"dtype": "float64"}, check="parity", metric="parity.max_err_eps", value=1.0,
+                         status="pass")])
     for folder, num, status in ((done, 0, "completed"), (killed, 1, "started")):
         (folder / "job.json").write_text(json.dumps({"num": num, "overrides": [f"job={num}"], "status": status,
                                                      "exit_code": 0, "started_s": started}))
     result = sweep.merge(tmp_path, expected=[["job=0"], ["job=1"], ["job=2"]])
-    assert result.exit_code == 1 and [j.status for j in result.jobs] == ["completed", "started", "missing"]
+    # the killed job did not finish its plan: INCOMPLETE (4), worse than the missing job's 1
+    assert result.exit_code == 4 and [j.status for j in result.jobs] == ["completed", "started", "missing"]
     rows = merged(tmp_path)["rows"]
     assert [(r["dtype"], r["status"]) for r in rows if r["check"] == "parity"] == [("float32", "pass"),
                                                                                  ("float64", "pass")]
@@ -135,7 +139,7 @@ def test_merge_keeps_a_killed_jobs_journal_and_names_a_job_that_never_started(tm
     assert details == ["job 1 (job=1): stopped without finishing (killed?); the 1 rows it wrote are kept",
                        "job 2 (job=2): never started (no job folder)"]
     assert "## Sweep jobs" in result.report.read_text()
-    assert main(["merge", str(tmp_path)]) == 1  # again from the folder (no multirun.yaml: the jobs found)
+    assert main(["merge", str(tmp_path)]) == 4  # again from the folder (no multirun.yaml: the jobs found)
     assert [r["detail"] for r in merged(tmp_path)["rows"] if r["check"] == "sweep"] == details[:1]
 
 

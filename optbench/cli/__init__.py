@@ -16,13 +16,15 @@ from optbench.cli.listing import list_command
 from optbench.cli.merge import merge_command
 from optbench.cli.mutants import mutants_command
 from optbench.cli.report import report_command
+from optbench.cli.resume import resume_command
 from optbench.cli.run import run_command
 from optbench.usage import EXIT_OK, EXIT_USAGE, UsageError, did_you_mean, fail
 
-COMMANDS = ("run", "list", "report", "coverage", "mutants", "compare", "merge")
+COMMANDS = ("run", "resume", "list", "report", "coverage", "mutants", "compare", "merge")
 USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps=N] [impl=[...]] [checks=[...]]
                     [candidate=pkg.mod.Class] [candidate_kwargs='{...}'] [options='{...}'] [--config-dir DIR] \
 [-m] [--cfg job]
+       optbench resume <run directory>
        optbench list
        optbench report <results.json | run directory> [--out DIR]
        optbench report --dashboard [history dir | run dir | results.json ...] [--out DIR] [--screenshot PNG]
@@ -38,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return EXIT_OK if args else EXIT_USAGE
     command, rest = args[0], args[1:]
-    handlers = {"run": run_command, "list": list_command, "report": report_command, "coverage": coverage_command,
+    handlers = {"run": run_command, "resume": resume_command, "list": list_command, "report": report_command,
+                "coverage": coverage_command,
                 "mutants": mutants_command, "compare": compare_command, "merge": merge_command}
     if command not in handlers:
         return fail(f"unknown command '{command}': {did_you_mean(command, COMMANDS)}")
@@ -46,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[command](rest)
     except UsageError as exc:
         return fail(str(exc))
+    except KeyboardInterrupt:  # outside a run (which keeps what it measured and exits 130 itself)
+        print("optbench: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

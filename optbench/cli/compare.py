@@ -15,7 +15,7 @@ def compare_command(args: list[str]) -> int:
         "Compare two runs (say main vs a branch): per timing case the ratio of median step times, its "
         "confidence interval and the Mann-Whitney U p-value on the timing rounds; a case is slower/faster only "
         "when p < alpha and the ratio is beyond 1 +- threshold. Also lists verdicts that newly fail. Exit 1 if "
-        "any case is slower or any verdict newly fails."))
+        "any case is slower, any verdict newly fails, the new run is unfinished or lacks a case the baseline had."))
     parser.add_argument("baseline", type=Path, help="results.json, or the run directory holding it")
     parser.add_argument("new", type=Path, help="results.json, or the run directory holding it")
     parser.add_argument("--threshold", type=float, default=0.05, help="smallest change flagged (default 0.05: 5%%)")
@@ -38,7 +38,7 @@ def compare_command(args: list[str]) -> int:
     if differ := compare.timing_config_differences(base_meta, new_meta):
         print(f"optbench: warning: the runs timed different workloads ({differ}); same-named cases are not "
               "like for like", file=sys.stderr)
-    result = compare.compare(base, new, compare.Rule(ns.threshold, ns.alpha, ns.confidence))
+    result = compare.compare(base, new, compare.Rule(ns.threshold, ns.alpha, ns.confidence), new_meta.get("run"))
     text = render_comparison(result)
     print(text)
     if ns.out:

@@ -37,5 +37,6 @@ def report_command(args: list[str]) -> int:
     out = ns.out or (ns.results[0] if ns.results[0].is_dir() else ns.results[0].parent)
     out.mkdir(parents=True, exist_ok=True)
     print(f"report: {render_report(meta, rows, out)}")
-    print("verdict:", verdict(rows, (meta.get("config") or {}).get("checks") or ()))  # the run's; this one rendered
+    # the run's, as rendered: an unfinished run's is INCOMPLETE whatever its rows say
+    print("verdict:", verdict(rows, (meta.get("config") or {}).get("checks") or (), meta.get("run")))
     return EXIT_OK

@@ -15,6 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from optbench.config import CONFIG_MODULE, compose_config, precheck
+from optbench.results import FINISHED
 from optbench.usage import EXIT_CHECK_FAILED, UsageError, fail, worst
 
 _exit_codes: list[int] = []
@@ -36,12 +37,21 @@ def run_app(cfg: DictConfig) -> int:
     except UsageError as exc:
         _exit_codes.append(fail(str(exc)))
         return _exit_codes[-1]
-    out = results.out_dir
-    print(f"results: {out / 'results.json'} (+ results.csv)\nreport:  {out / 'report.md'}")
+    _exit_codes.append(say_how_it_ended(results))
+    return _exit_codes[-1]
+
+
+def say_how_it_ended(results) -> int:
+    """Print where the results are and the verdict; the exit code (128 + the signal for an interrupted run)."""
+    out, run = results.out_dir, results.meta.get("run") or {}
+    if (out / "results.json").is_file() and run.get("status") != "crashed" or run.get("status") == "interrupted":
+        print(f"results: {out / 'results.json'} (+ results.csv)\nreport:  {out / 'report.md'}")
+    if run.get("status") not in (None, FINISHED):
+        print(f"optbench: {run['how']}: {run.get('finished_cases')} of {run.get('planned_cases')} cases ran; "
+              f"'optbench resume {out}' runs the rest", file=sys.stderr)
     outcome = results.verdict  # computed over every row: once
     print("verdict:", outcome)
-    _exit_codes.append(outcome.exit_code)
-    return _exit_codes[-1]
+    return 128 + run["signal"] if run.get("signal") else outcome.exit_code
 
 
 def run_command(args: list[str]) -> int:
@@ -57,10 +67,13 @@ def run_command(args: list[str]) -> int:
     if flags.multirun and not (flags.cfg or flags.info or flags.help or flags.hydra_help):
         sweep.validate(flags.overrides, config_dirs)  # each swept value composed once; writes nothing
     elif not (flags.multirun or flags.cfg or flags.info or flags.help or flags.hydra_help):
+        from optbench.engine.out_dir import refuse_reuse
         from optbench.engine.runner import SuiteRun
 
-        # validates suite, device, dtypes, impls, candidate, options; writes nothing
-        SuiteRun(compose_config(flags.overrides, config_dirs), Path("."), config_dirs=config_dirs)
+        # validates suite, device, dtypes, impls, candidate, options, jobs; writes nothing
+        cfg = compose_config(flags.overrides, config_dirs)
+        SuiteRun(cfg, Path("."), config_dirs=config_dirs)
+        refuse_reuse(Path(str(cfg.out_dir)))  # before Hydra writes its .hydra/ there
     _exit_codes.clear()
     saved_argv = sys.argv
     sys.argv = ["optbench run", *args]

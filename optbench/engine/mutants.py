@@ -101,6 +101,7 @@ def run_trial(trial: Trial) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="optbench-mutant-") as out:
         cfg = compose_config([f"suite={trial.suite}", f"candidate={trial.catalogue}.{trial.mutant}", "impl=[candidate]",
+                              "jobs=0",
                               f"dtype={trial.dtype}", "checks=[parity,roundtrip]",
                               f"steps={trial.steps}", *trial.overrides])
         results = SuiteRun(cfg, Path(out), echo=lambda *_: None).run()

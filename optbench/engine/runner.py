@@ -1,14 +1,19 @@
 """Run suites: suite -> cases -> (reference | implementation) -> checks -> results -> report.
 
 The runner only orchestrates: it resolves the configuration (or raises a one-line UsageError), asks
-each selected check for its cases, runs cases of the same group together (so a check can read what
-another left in the group's scratch), records an exception as an ``error`` row and goes on, and
-writes results after every case. ``Results.verdict`` (``optbench.results.verdict``) decides the exit code.
+each selected check for its cases and cuts the plan into units (a group of cases sharing scratch, else one
+case), which run in worker processes (``engine.pool``), ``jobs`` at a time; the timing checks (speed, memory,
+scaling) run after the rest, one at a time, with nothing else running. The parent is the one writer: each
+finished case goes to the journal (``optbench.journal``) at once, results.json/csv and the report once at the
+end, interrupted or not. ``Results.verdict`` (``optbench.results.verdict``) decides the exit code.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import signal
 import sys
 import time
 import traceback
@@ -22,27 +27,39 @@ from omegaconf import DictConfig, OmegaConf
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
 from optbench.engine.history import record_quietly
+from optbench.engine.interrupts import Interrupted, sigterm_interrupts
 from optbench.engine.machine import machine_info
+from optbench.engine.out_dir import claim
+from optbench.engine.pool import Pool
 from optbench.engine.selection import (
     resolve_candidate,
+    resolve_case_timeout,
     resolve_checks,
     resolve_compile_dtypes,
     resolve_compile_hparams,
     resolve_device,
     resolve_dtypes,
     resolve_implementations,
+    resolve_jobs,
     resolve_options,
     resolve_steps,
     resolve_timing,
 )
+from optbench.engine.units import Unit, cut_into_units, unfinished
+from optbench.journal import JOURNAL, Journal, Record
 from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS, RUN_CASE_S
-from optbench.report import render_report
-from optbench.results import SCHEMA_VERSION, Results, row
+from optbench.results import CASE_KEY, FINISHED, SCHEMA_VERSION, Results, row
 from optbench.suite.catalog import is_meta, resolve
 from optbench.usage import UsageError
 
 
-def _quiet_torch() -> None:
+def fingerprint(plan) -> str:
+    """A digest of the plan's cases in order: a worker's plan and a resumed run's must equal the run's."""
+    text = json.dumps([[check.name, case.labels] for check, case in plan], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def quiet_torch() -> None:
     warnings.filterwarnings("ignore", message="Sparse invariant checks")
     # a compiled step calls the optimizer's original step, which the scheduler's call counter does not see
     warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
@@ -71,12 +88,13 @@ def _progress(total: int):
 class SuiteRun:
     """One run of one suite (or meta-suite) on one device, writing into ``out_dir``."""
 
-    def __init__(self, cfg: DictConfig, out_dir: Path, echo=print, config_dirs=()):
+    def __init__(self, cfg: DictConfig, out_dir: Path, echo=print, config_dirs=(), probe_machine: bool = True):
         if cfg.suite is None or ("reference" not in cfg.suite and not is_meta(cfg.suite)):
             raise UsageError("no suite selected: pass suite=<name> (see 'optbench list')")
-        self.cfg, self.echo = cfg, echo
+        self.cfg, self.echo, self.config_dirs = cfg, echo, [str(d) for d in config_dirs]
         self.steps, self.seed = resolve_steps(cfg)
         resolve_timing(cfg)
+        self.jobs, self.case_timeout_s = resolve_jobs(cfg), resolve_case_timeout(cfg)
         suites = resolve(cfg.suite, config_dirs)
         meta = is_meta(cfg.suite)
         if meta and (cfg.candidate or cfg.get("options")):
@@ -92,12 +110,16 @@ class SuiteRun:
             dtypes={s.name: resolve_dtypes(cfg, s) for s in self.suites},
             compile_dtypes=resolve_compile_dtypes(cfg), compile_hparams=resolve_compile_hparams(cfg),
             candidate=candidate)
-        meta_info = {"machine": machine_info(self.device), "config": OmegaConf.to_container(cfg, resolve=True),
-                     "suites": [s.name for s in self.suites]}
+        meta_info = {"machine": machine_info(self.device) if probe_machine else {},
+                     "config": OmegaConf.to_container(cfg, resolve=True), "suites": [s.name for s in self.suites]}
         self.results = Results(Path(out_dir), meta_info)
+        self._plan = None
+        self._group = None
 
     def plan(self) -> list[tuple[object, Case]]:
         """Every (check, case) pair; per suite, cases of one group together, checks in registry order."""
+        if self._plan is not None:
+            return self._plan
         out = []
         for suite in self.suites:
             order: dict[tuple, int] = {}
@@ -112,58 +134,171 @@ class SuiteRun:
                         continue  # a variant that takes part in some checks only (implementations.master_weights)
                     items.append((order.setdefault(check.group(case), len(order)), rank, len(items), check, case))
             out += [(check, case) for *_, check, case in sorted(items, key=lambda item: item[:3])]
+        self._plan = out
         return out
 
-    def run(self) -> Results:
-        self.start()
-        plan = self.plan()
-        with _progress(len(plan)) as bar:
-            echo = bar.write if not bar.disable else self.echo
-            for check, case in plan:
-                bar.set_description(f"{case.suite.name} {check.name} {case.impl_name} {case.dtype}".strip())
-                self.run_case(check, case, echo)
-                bar.update(1)
-        return self.finish()
+    def labels_of(self, index: int) -> dict:
+        check, case = self.plan()[index]
+        return {"check": check.name, **case.labels}
+
+    def reset_for_unit(self) -> None:
+        """What a unit may see of the units before it in this process: nothing that changes a row."""
+        import random
+
+        import numpy as np
+
+        self.ctx.scratch.clear()
+        torch.manual_seed(self.seed)
+        np.random.seed(self.seed % 2**32)
+        random.seed(self.seed)
+        if "torch._dynamo" in sys.modules:  # graphs compiled (shapes marked dynamic) by an earlier unit
+            torch._dynamo.reset()
+
+    def run(self, resume: Record | None = None) -> Results:
+        """Run the plan (``resume``: the rest of it) in worker processes; results written once, at the end."""
+        lock = claim(self.results.out_dir, resume=resume is not None)
+        try:
+            self.start()
+            plan = self.plan()
+            if resume is not None and resume.header.get("fingerprint") != fingerprint(plan):
+                raise UsageError(f"{resume.path}: this optbench plans other cases for the run's config than the run "
+                                 "did (optbench, torch or a suite file changed?): it cannot be resumed")
+            how = self._run_plan(resume)
+            self.results.rows = [r for i in sorted(self._by_case) for r in self._by_case[i]]
+            return self.finish(run=how | {"planned_cases": len(plan), "finished_cases": len(self._by_case),
+                                          "jobs": self.jobs})
+        finally:
+            lock.release()
+
+    def _run_plan(self, resume: Record | None) -> dict:
+        """Run what is left of the plan, recording each case as it finishes; how the run ended."""
+        out_dir, plan = self.results.out_dir, self.plan()
+        self._by_case: dict[int, list[dict]] = {}
+        self._writing_s = 0.0  # the journal's share of the run: meta.run.journal_writing_s
+        try:
+            if resume is not None:
+                self._by_case.update({i: rows for i, rows in resume.cases.items() if 0 <= i < len(plan)})
+                self.journal = Journal(out_dir / JOURNAL, keep=resume.lines)
+            else:
+                self.journal = Journal(out_dir / JOURNAL, self._journal_header())
+            parallel, timing = (unfinished(units, self._by_case) for units in cut_into_units(self.plan()))
+            with _progress(len(plan)) as bar, sigterm_interrupts():
+                bar.update(len(self._by_case))
+                self._bar = bar
+                self._line = bar.write if not bar.disable else self.echo
+                self._dispatch(parallel, timing)
+        except KeyboardInterrupt:
+            return {"status": "interrupted", "how": "interrupted by SIGINT", "signal": signal.SIGINT.value}
+        except Interrupted as exc:
+            return {"status": "interrupted", "how": f"interrupted by {exc}", "signal": exc.signum}
+        except OSError as exc:  # the disk filled, the folder went away: what was measured is kept, if it can be
+            return {"status": "crashed", "how": f"the harness could not write: {exc}"}
+        except Exception as exc:  # a harness bug, or a worker that could not start: never a silent PASS
+            log = out_dir / "crash.log"
+            try:
+                log.write_text(traceback.format_exc(), encoding="utf-8")
+            except OSError:
+                pass
+            return {"status": "crashed", "how": f"the harness failed: {type(exc).__name__}: {exc} (traceback: {log})"}
+        return {"status": FINISHED, "how": "finished"}
+
+    def _journal_header(self) -> dict:
+        plan = [{"check": check.name, **{k: case.labels[k] for k in CASE_KEY}} for check, case in self.plan()]
+        return {"config": self.results.meta["config"], "config_dirs": self.config_dirs,
+                "fingerprint": fingerprint(self.plan()), "meta": self.results.meta, "plan": plan}
+
+    def _record(self, index: int, rows: list[dict], line: str) -> None:
+        """The one writer: a finished case's rows into the journal, then the console."""
+        started = time.perf_counter()
+        self.journal.case(index, rows)
+        self._writing_s += time.perf_counter() - started
+        self._by_case[index] = rows
+        self._bar.update(1)
+        if line:
+            self._line(line)
+
+    def _dispatch(self, parallel: list[Unit], timing: list[Unit]) -> None:
+        if self.jobs == 0:  # in this process, no isolation: a crash or exit in the code under test ends the run
+            for unit in parallel + timing:
+                self.reset_for_unit()
+                for index in unit.done:
+                    self.execute(*self.plan()[index])
+                for index in (i for i in unit.items if i not in unit.done):
+                    self._record(index, *self.execute(*self.plan()[index]))
+            return
+        init = {"op": "init", "cfg": self.results.meta["config"], "config_dirs": self.config_dirs,
+                "out_dir": str(self.results.out_dir), "sys_path": list(sys.path)}
+        pool = Pool(self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
+                    self._record, fingerprint(self.plan()))
+        try:
+            pool.run(parallel)
+            pool.run(timing, jobs=1)  # timing alone: no other worker runs a case meanwhile
+        finally:
+            pool.close()
 
     def start(self) -> None:
         """Before the first case: torch's warnings quietened, the clock started, what runs said."""
-        _quiet_torch()
+        quiet_torch()
         self._started, self._group = time.perf_counter(), None
         dtypes = sorted({d for ds in self.ctx.dtypes.values() for d in ds})
         names = ", ".join(s.name for s in self.suites)
+        jobs = "in this process" if self.jobs == 0 else f"{self.jobs} worker(s)"
         self.echo(f"optbench: {len(self.suites)} suite(s) ({names}) on {self.device}, dtypes {', '.join(dtypes)}, "
-                  f"checks {', '.join(c for c in REGISTRY if c in self.checks)}")
+                  f"checks {', '.join(c for c in REGISTRY if c in self.checks)}; {jobs}")
 
     def run_case(self, check, case: Case, echo=None) -> list[dict]:
-        """Run one planned (check, case), called in plan order (a new group clears the scratch); its rows."""
+        """Run one planned (check, case) in this process, called in plan order (a new group starts from a fresh
+        unit state); its rows (the pytest gate's path)."""
         key = (case.suite.name, check.group(case))
         if key != self._group:
-            self.ctx.scratch.clear()
+            self.reset_for_unit()
             self._group = key
-        first = len(self.results.rows)
-        self._run_one(check, case, echo or self.echo)
-        return self.results.rows[first:]
+        rows, line = self.execute(check, case)
+        self.results.extend(rows)
+        if line:
+            (echo or self.echo)(line)
+        return rows
 
-    def finish(self, write: bool = True) -> Results:
-        """After the last case: a candidate never silently unchecked, the wall time and (``write``)
-        results.json/csv, the history copy and report.md."""
-        self._never_silently_unchecked()
+    def finish(self, write: bool = True, run: dict | None = None) -> Results:
+        """After the last case: a candidate never silently unchecked, the wall time, how the run ended (``run``)
+        and (``write``) results.json/csv, the history copy (a finished run's) and report.md."""
+        run = run or {"status": FINISHED, "how": "finished"}
+        if run["status"] == FINISHED:
+            self._never_silently_unchecked()
         self.results.meta["wall_s"] = round(time.perf_counter() - self._started, 2)
-        if write:
+        self.results.meta["run"] = run | {"journal_writing_s": round(getattr(self, "_writing_s", 0.0), 3)}
+        if not write:
+            return self.results
+        journal = getattr(self, "journal", None)
+        try:
             path = self.results.finish()
-            # a history problem warns, never loses the run
+            if journal is not None:
+                journal.end(run)
+                journal.close()
+                if run["status"] == FINISHED:
+                    journal.path.unlink(missing_ok=True)  # results.json holds it all; a journal means unfinished
+        except OSError as exc:
+            self.echo(f"optbench: could not write the results ({exc}); every finished case is in "
+                      f"{self.results.out_dir / JOURNAL}")
+            self.results.meta["run"] = run | {"status": "crashed", "how": f"{run['how']}; results not written: {exc}"}
+            return self.results
+        from optbench.report import render_report  # here: workers never render (matplotlib is slow to import)
+
+        if run["status"] == FINISHED:  # a history problem warns, never loses the run
             record_quietly(path, self.cfg.get("history_dir"), self.echo)
-            render_report(self.results.meta | {"schema_version": SCHEMA_VERSION}, self.results.table, path.parent)
+        render_report(self.results.meta | {"schema_version": SCHEMA_VERSION}, self.results.table, path.parent)
         return self.results
 
-    def _run_one(self, check, case: Case, echo) -> None:
+    def execute(self, check, case: Case) -> tuple[list[dict], str]:
+        """Run one case here: its rows (an exception, ``SystemExit`` included, becomes an ``error`` row) and
+        console line."""
         threads = self.cfg.speed.get("threads") if check.name in ("speed", "scaling") else self.cfg.get("check_threads")
         started = time.perf_counter()
         try:
             with _threads(threads):
                 outcome = check.run(case, self.ctx)
             rows, line = outcome.rows, outcome.line
-        except Exception as exc:  # a crashing implementation is a finding, not a harness failure
+        except (Exception, SystemExit) as exc:  # a crashing implementation is a finding, not a harness failure
             where = traceback.extract_tb(exc.__traceback__)[-1]
             message = str(exc).splitlines()[0] if str(exc) else ""
             detail = f"{check.name}: {type(exc).__name__}: {message} ({Path(where.filename).name}:{where.lineno})"
@@ -172,9 +307,7 @@ class SuiteRun:
         if rows:  # what each case cost, so a slow suite can be read off its results
             labels = {k: rows[0][k] for k in ("suite", "optimizer", "impl", "dtype", "hparams", "device", "workload")}
             rows.append(row(labels, check=check.name, metric=RUN_CASE_S, value=time.perf_counter() - started, unit="s"))
-        self.results.extend(rows)
-        if line:
-            echo(line)
+        return rows, line
 
     def _never_silently_unchecked(self) -> None:
         """A candidate the user asked to verify must have been checked by at least one parity case."""
@@ -192,3 +325,4 @@ class SuiteRun:
             self.results.extend([row(labels, check="parity", metric=CASE_ERROR, value=1, status="error",
                                      detail=detail)])
             self.echo(f"  ERROR {candidate.name}: {detail}")
+

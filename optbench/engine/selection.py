@@ -3,6 +3,7 @@ ad-hoc options), or a one-line UsageError naming what is wrong and what would be
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -200,3 +201,31 @@ def resolve_timing(cfg: DictConfig) -> None:
             raise UsageError(f"scaling.tensor_counts entry {value!r}: need a whole number of at least 1")
     _number(cfg, "scaling.tensors_params", 1)
     _number(cfg, "scaling.memory_fraction", 1e-6, 1.0)
+
+
+DEFAULT_CASE_TIMEOUT_S = 900
+
+
+def resolve_jobs(cfg: DictConfig) -> int:
+    """``jobs``: auto (the cores this process may use), 0 (in this process: no isolation, for debugging) or N."""
+    value = cfg.get("jobs", "auto")
+    if value in (None, "auto"):
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        jobs = int(value)
+        if jobs != float(value) or jobs < 0:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise UsageError(f"jobs={value}: need auto, 0 (in this process) or a number of worker processes") from None
+    return jobs
+
+
+def resolve_case_timeout(cfg: DictConfig) -> float:
+    value = cfg.get("case_timeout_s", DEFAULT_CASE_TIMEOUT_S)
+    try:
+        seconds = float(value)
+        if not seconds > 0:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise UsageError(f"case_timeout_s={value}: need a number of seconds > 0") from None
+    return seconds

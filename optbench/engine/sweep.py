@@ -29,7 +29,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from optbench.metrics import SWEEP_JOB
-from optbench.results import FAIL, NOTHING_VERIFIED, atomic_write, verdict
+from optbench.results import FAIL, NOTHING_VERIFIED, atomic_write, incomplete, verdict
 from optbench.usage import EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED, EXIT_OK, EXIT_USAGE, UsageError, worst
 
 JOB_FILE = "job.json"
@@ -140,7 +140,7 @@ class Job:
     host: str = ""
     meta: dict = field(default_factory=dict)  # its results.json header (machine, config, wall_s)
     rows: list[dict] = field(default_factory=list)
-    partial: bool = False  # rows from results.partial.jsonl: the run did not finish
+    partial: bool = False  # the run did not finish its plan (its results.json says so, or only its journal is there)
 
     @property
     def code(self) -> int:
@@ -148,7 +148,8 @@ class Job:
         fails, 3 when none verified anything) and 1 when its results are not whole."""
         own = self.exit_code if self.status == "completed" and isinstance(self.exit_code, int) else EXIT_CHECK_FAILED
         checks = (self.meta.get("config") or {}).get("checks") or ()
-        return worst([own, verdict(self.rows, checks).exit_code, EXIT_CHECK_FAILED if self.problem else EXIT_OK])
+        rows_say = verdict(self.rows, checks, self.meta.get("run")).exit_code
+        return worst([own, rows_say, EXIT_CHECK_FAILED if self.problem else EXIT_OK])
 
     @property
     def problem(self) -> str:
@@ -163,9 +164,11 @@ class Job:
         if self.exit_code == EXIT_USAGE:
             return "stopped on a usage error; its message is in the job's output"
         if self.exit_code not in (EXIT_OK, EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED):
-            return f"exit {self.exit_code}"
+            return f"exit {self.exit_code}" + (f" ({incomplete(self.meta.get('run'))})" if self.partial else "")
         if not self.meta:
             return "wrote no results.json"
+        if self.partial:
+            return f"did not finish: {incomplete(self.meta.get('run'))}{kept}"
         return ""
 
     def record(self, sweep_dir: Path) -> dict:
@@ -243,7 +246,8 @@ def read_jobs(sweep_dir: Path, expected: list[list[str]] | None = None) -> list[
 
 
 def _load_job(marker: Path, info: dict) -> Job:
-    from optbench.results import COLUMNS, READABLE_SCHEMAS
+    from optbench.journal import JOURNAL
+    from optbench.results import COLUMNS, READABLE_SCHEMAS, from_journal
 
     job = Job(int(info["num"]), list(info.get("overrides") or []), marker.parent, info.get("status", "started"),
               info.get("exit_code"), info.get("error", ""), info.get("host", ""))
@@ -251,7 +255,7 @@ def _load_job(marker: Path, info: dict) -> Job:
     def fresh(path: Path) -> bool:  # written by this job, not left by an older sweep in the same folder
         return path.is_file() and path.stat().st_mtime >= float(info.get("started_s", 0)) - 2
 
-    results, journal = job.dir / "results.json", job.dir / "results.partial.jsonl"
+    results, journal = job.dir / "results.json", job.dir / JOURNAL
     if fresh(results):
         try:
             data = json.loads(results.read_text(encoding="utf-8"))
@@ -260,9 +264,13 @@ def _load_job(marker: Path, info: dict) -> Job:
                 job.rows = data.get("rows") or []
         except (OSError, ValueError):
             pass
-    if fresh(journal):  # the run did not finish: the journal has every case it ran
-        lines = journal.read_text(encoding="utf-8").splitlines()
-        job.rows, job.partial = [json.loads(line) for line in lines if line.strip().endswith("}")], True
+    elif fresh(journal):  # killed before writing results.json: the journal has every case it finished
+        try:
+            job.meta, frame = from_journal(journal)
+            job.rows = frame.to_dict("records")
+        except UsageError:
+            pass
+    job.partial = bool(incomplete(job.meta.get("run")))
     job.rows = [{c: r.get(c, "") for c in COLUMNS} for r in job.rows]
     return job
 

@@ -57,11 +57,15 @@ class Comparison:
     new_failures: pd.DataFrame  # VERDICT_KEY, baseline, new, detail
     still_failing: pd.DataFrame
     rule: Rule
+    missing: tuple[str, ...] = ()  # cases (check and CASE_KEY) the baseline ran and the new run lacks
+    incomplete: str = ""  # why the new run is unfinished ("" when it finished)
 
     @property
     def regressed(self) -> bool:
-        """Any case flagged slower, or any new failure: what a CI job fails on."""
-        return bool((self.timings["verdict"] == "slower").any() or len(self.new_failures))
+        """Any case flagged slower, any new failure, a case the new run lacks or an unfinished new run: what a CI
+        job fails on (a run that stopped half-way has not shown it is no worse)."""
+        return bool((self.timings["verdict"] == "slower").any() or len(self.new_failures) or self.missing
+                    or self.incomplete)
 
 
 def ratio_interval(base: np.ndarray, new: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -152,9 +156,23 @@ def failures(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     return table[~was_failing].reset_index(drop=True), table[was_failing].reset_index(drop=True)
 
 
-def compare(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> Comparison:
-    """Timings and verdicts of ``new`` against ``base`` (normalized result tables)."""
-    return Comparison(compare_timings(base, new, rule), *failures(base, new), rule)
+def missing_cases(base: pd.DataFrame, new: pd.DataFrame) -> tuple[str, ...]:
+    """The cases (check and CASE_KEY, by their rows) of ``base`` that ``new`` has no row of, as text."""
+    from optbench.results import CASE_KEY
+
+    key = ["check", *CASE_KEY]
+    have = set(new[key].drop_duplicates().itertuples(index=False, name=None))
+    lacking = [k for k in base[key].drop_duplicates().itertuples(index=False, name=None) if k not in have]
+    return tuple(" ".join(str(p) for p in k if p != "") for k in lacking)
+
+
+def compare(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), new_run: dict | None = None) -> Comparison:
+    """Timings and verdicts of ``new`` against ``base`` (normalized result tables); ``new_run``: the new run's
+    record of how it ended (results.json's ``run``)."""
+    from optbench.results import incomplete
+
+    return Comparison(compare_timings(base, new, rule), *failures(base, new), rule, missing_cases(base, new),
+                      incomplete(new_run))
 
 
 def machine_differences(base_meta: dict, new_meta: dict) -> str:

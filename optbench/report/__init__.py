@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from optbench.report import forms, matrix, performance, plots, roundtrip, tables
-from optbench.results import load_results, normalize
+from optbench.results import incomplete, load_results, normalize
 
 
 def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
@@ -26,7 +26,11 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
     device = (cfg.get("device") or {}).get("name") or ", ".join(dict.fromkeys(rows["device"]))
     machine = pd.DataFrame(list((meta.get("machine") or {}).items()), columns=["key", "value"])
     wide = performance.speed_frame(rows)
-    parts = [f"# optbench: {suite or '?'} on {device or '?'}", tables.summary(rows, cfg.get("checks") or ()),
+    unfinished = incomplete(meta.get("run"))
+    parts = ([f"**INCOMPLETE: {unfinished}: this report covers the cases that ran; "
+              f"`optbench resume {out_dir}` runs the rest.**"] if unfinished else [])
+    parts += [f"# optbench: {suite or '?'} on {device or '?'}",
+              tables.summary(rows, cfg.get("checks") or (), meta.get("run")),
              "## Machine", tables.markdown(machine.fillna("-")),
              "## Configuration", tables.markdown(tables.config_table(meta, rows))]
     if matrix.heatmap(rows, out_dir / "parity_matrix.png"):

@@ -27,6 +27,12 @@ def summary(result: Comparison) -> str:
     parts.append(f"{len(keys)} new failure{'s' * (len(keys) != 1)}" + (f": {listed}" if keys else ""))
     if k := len(result.still_failing):
         parts.append(f"{k} still failing (in both runs; not a regression by this comparison, but failing)")
+    if result.missing:
+        more = len(result.missing) - 5
+        shown = ", ".join(result.missing[:5]) + (f" and {more} more" if more > 0 else "")
+        parts.append(f"{len(result.missing)} case{'s' * (len(result.missing) != 1)} of the baseline missing: {shown}")
+    if result.incomplete:
+        parts.insert(0, f"the new run is INCOMPLETE ({result.incomplete})")
     return f"**{'REGRESSED' if result.regressed else 'OK'}:** " + "; ".join(parts) + "."
 
 
@@ -53,4 +59,6 @@ def render(result: Comparison) -> str:
     for title, frame in (("New failures", result.new_failures), ("Still failing", result.still_failing)):
         if len(frame):
             parts += [f"## {title}", markdown(_shown(frame))]
+    if result.missing:
+        parts += ["## Cases the baseline ran and the new run lacks", "\n".join(f"- {m}" for m in result.missing)]
     return "\n\n".join(parts + [summary(result)])

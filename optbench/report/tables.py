@@ -55,14 +55,14 @@ def by_case(rows: pd.DataFrame, name: str, keys=CASE) -> pd.DataFrame:
     return metric(rows, name).drop_duplicates(keys).set_index(keys)[["value", "status", "detail"]]
 
 
-def summary(rows: pd.DataFrame, checks=()) -> str:
+def summary(rows: pd.DataFrame, checks=(), run: dict | None = None) -> str:
     """The overall verdict (``optbench.results.verdict``) and the verdict counts of the checks that give them."""
     counted = rows[rows["check"].isin(["parity", "cross", "roundtrip", "errors", "deviation"])
                    & (rows["fqn"].eq("") | rows["check"].eq("deviation")) & rows["status"].ne("info")]
     per_check = counted.groupby("check")["status"].value_counts().unstack(fill_value=0)
     parts = [f"{check}: " + ", ".join(f"{int(n)} {status}" for status, n in counts.items() if n)
              for check, counts in per_check.iterrows()]
-    return f"**Overall: {verdict(rows, checks)}.** " + "; ".join(parts) + ("." if parts else "")
+    return f"**Overall: {verdict(rows, checks, run)}.** " + "; ".join(parts) + ("." if parts else "")
 
 
 def config_table(meta: dict, rows: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,239 @@
+"""Worker processes for a run: units of the plan run in ``engine.worker`` processes, ``jobs`` at a time.
+
+A worker that dies (a segfault, an abort, ``os._exit``, the kernel's OOM killer) or whose case outlives
+``case_timeout_s`` is killed and replaced: its case becomes an ``error`` row naming how it ended (signal,
+exit code or timeout) with the last lines of its stderr, and the rest of its unit runs in a fresh worker,
+which first replays the unit's finished cases (without recording them again) to rebuild the scratch
+later cases read. A unit whose worker dies twice records its remaining cases as not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from optbench.engine.units import Unit
+from optbench.metrics import CASE_ERROR
+from optbench.results import row
+
+STDERR_TAIL_LINES = 6
+
+
+class WorkerStartError(RuntimeError):
+    """A worker could not build the run (the same config built in the parent): the run cannot go on."""
+
+
+def how_it_ended(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class Worker:
+    """One ``python -m optbench.engine.worker`` process and the thread that reads its events."""
+
+    def __init__(self, number: int, init: dict, logs: Path, events: queue.Queue):
+        self.number, self.events = number, events
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log = logs / f"worker-{number}.log"
+        with self.log.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "optbench.engine.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, start_new_session=True)  # a terminal's Ctrl-C reaches the parent only
+        self.unit: Unit | None = None
+        self.current: int | None = None  # the plan index of the case running now
+        self.started_at = 0.0
+        self.ready = False
+        self.keep_log = False
+        threading.Thread(target=self._read, daemon=True).start()
+        self.send(init)
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                self.events.put((self, json.loads(line)))
+            except ValueError:
+                continue
+        self.proc.wait()
+        self.events.put((self, {"ev": "exit"}))
+
+    def send(self, request: dict) -> None:
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: the reader thread reports its exit
+
+    def stderr_tail(self) -> str:
+        try:
+            lines = [ln.strip() for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return " | ".join(lines[-STDERR_TAIL_LINES:])
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own children (reshard's ranks) too
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        self.proc.wait()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+class Pool:
+    """Run units on up to ``jobs`` workers; ``record(index, rows, line)`` is called once per planned case, in
+    the order cases finish, in this (the parent's) thread: the run's one writer."""
+
+    def __init__(self, jobs: int, init: dict, logs: Path, timeout_s: float, labels_of: Callable[[int], dict],
+                 record: Callable[[int, list[dict], str], None], fingerprint: str):
+        self.jobs, self.init, self.logs, self.timeout_s = max(1, jobs), init, logs, float(timeout_s)
+        self.labels_of, self.record, self.fingerprint = labels_of, record, fingerprint
+        self.events: queue.Queue = queue.Queue()
+        self.workers: list[Worker] = []
+        self.started = 0
+
+    def run(self, units: list[Unit], jobs: int | None = None) -> None:
+        """Run ``units`` (at most ``jobs`` at once, default the pool's); returns when every case is recorded."""
+        pending = deque(units)
+        limit = self.jobs if jobs is None else max(1, jobs)
+        while pending or any(w.unit for w in self.workers):
+            idle = [w for w in self.workers if w.unit is None and w.ready]
+            while pending and (idle or len(self.workers) < limit) and self._busy() < limit:
+                worker = idle.pop() if idle else self._start()
+                self._assign(worker, pending.popleft())
+            self._handle(pending)
+
+    def _busy(self) -> int:
+        return sum(w.unit is not None for w in self.workers)
+
+    def _start(self) -> Worker:
+        self.started += 1
+        worker = Worker(self.started, self.init, self.logs, self.events)
+        self.workers.append(worker)
+        return worker
+
+    def _assign(self, worker: Worker, unit: Unit) -> None:
+        worker.unit = unit
+        items = unit.requests()
+        worker.started_at = time.monotonic()
+        if worker.ready:
+            worker.send({"op": "unit", "items": items})
+        else:
+            worker.queued = items
+
+    def _handle(self, pending: deque) -> None:
+        busy = [w for w in self.workers if w.unit is not None]
+        deadline = min((w.started_at + self.timeout_s for w in busy if w.current is not None), default=None)
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            worker, event = self.events.get(timeout=wait if wait is None else wait + 0.05)
+        except queue.Empty:
+            now = time.monotonic()
+            for w in busy:
+                if w.current is not None and now - w.started_at > self.timeout_s:
+                    w.kill()
+                    self._died(w, pending, f"ran past case_timeout_s={self.timeout_s:g} s and was killed")
+            return
+        if worker not in self.workers:
+            return  # a replaced worker's last words
+        kind = event["ev"]
+        if kind == "ready":
+            if event["fingerprint"] != self.fingerprint:
+                raise WorkerStartError("a worker planned other cases than the run did (plan fingerprints differ)")
+            worker.ready = True
+            if worker.unit is not None:
+                worker.send({"op": "unit", "items": worker.queued})
+        elif kind == "failed":
+            raise WorkerStartError(f"a worker could not build the run: {event['error']}")
+        elif kind == "start":
+            worker.current, worker.started_at = event["index"], time.monotonic()
+        elif kind == "case":
+            worker.current = None
+            if "rows" in event:
+                worker.unit.done.append(event["index"])
+                self.record(event["index"], event["rows"], event.get("line", ""))
+        elif kind == "unit-done":
+            worker.unit = None
+        elif kind == "exit":
+            if not worker.ready:
+                self._retire(worker)
+                raise WorkerStartError(f"a worker died starting ({how_it_ended(worker.proc.returncode)}): "
+                                       f"{worker.stderr_tail() or 'no output'}")
+            if worker.unit is not None:
+                self._died(worker, pending, how_it_ended(worker.proc.returncode))
+            else:
+                self._retire(worker)
+
+    def _died(self, worker: Worker, pending: deque, how: str) -> None:
+        """Record the case the worker died in; the rest of its unit goes back to the front of the queue."""
+        unit, index = worker.unit, worker.current
+        worker.keep_log = True  # the evidence of how it died: kept under out_dir/workers/
+        self._retire(worker)
+        tail = worker.stderr_tail()
+        unit.deaths += 1
+        if index is not None and index not in unit.done:
+            detail = f"its worker process {how} during this case" + (f"; stderr: {tail}" if tail else "")
+            self._error(index, detail)
+            unit.lost.append(index)
+        elif index is not None:  # it died replaying a case that had finished before: nothing more is trusted
+            unit.deaths += 1
+        rest = [i for i in unit.items if i not in unit.done and i not in unit.lost]
+        if not rest:
+            return
+        if unit.deaths > 1:
+            for i in rest:
+                self._error(i, f"not run: the worker process of its group of cases died twice (last: it {how})")
+            return
+        pending.appendleft(unit)
+
+    def _error(self, index: int, detail: str) -> None:
+        labels = self.labels_of(index)
+        check = labels.pop("check")
+        self.record(index, [row(labels, check=check, metric=CASE_ERROR, value=1, status="error", detail=detail)],
+                    f"  ERROR {check} {labels['impl']} {labels['dtype']} {labels['hparams']}: {detail}")
+
+    def _retire(self, worker: Worker) -> None:
+        worker.kill()
+        worker.close()
+        if not worker.keep_log or not worker.stderr_tail():
+            worker.log.unlink(missing_ok=True)
+        if worker in self.workers:
+            self.workers.remove(worker)
+
+    def close(self) -> None:
+        """Stop every worker (at the end, or on an interrupt: their unfinished cases stay unrecorded)."""
+        for worker in list(self.workers):
+            worker.close()
+            if worker.unit is not None:
+                worker.kill()
+        for worker in list(self.workers):
+            try:
+                worker.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+            worker.log.unlink(missing_ok=True)
+        self.workers.clear()
+        try:
+            self.logs.rmdir()  # only when empty: a dead worker's log stays
+        except OSError:
+            pass

@@ -1,0 +1,54 @@
+"""Units: how a run's plan is cut for worker processes. A unit is a group of cases that share scratch (parity
+leaves trajectories that cross reads; forms and speed compare with an earlier case of their group), which
+run in one process in plan order, or else one case. Timing units (speed, memory, scaling) are kept apart:
+they run after the rest, one at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from optbench.results import MEASURING
+
+SHARES_SCRATCH = ("parity", "cross", "forms", "speed")  # checks whose cases read what an earlier one left
+
+
+@dataclass
+class Unit:
+    """Plan indices that run in one process in order (a group sharing scratch, or one case)."""
+
+    items: list[int]
+    done: list[int] = field(default_factory=list)  # recorded already: replayed, not rerun, after a crash
+    lost: list[int] = field(default_factory=list)  # recorded as the case its worker died in: never rerun
+    deaths: int = 0
+
+    def requests(self) -> list[list]:
+        """What a worker is sent: the finished cases to replay, then the cases to run."""
+        return ([[i, "replay"] for i in self.done]
+                + [[i, "run"] for i in self.items if i not in self.done and i not in self.lost])
+
+
+def cut_into_units(plan) -> tuple[list[Unit], list[Unit]]:
+    """The plan (``(check, case)`` pairs) cut into units: (those that may run side by side, the timing ones)."""
+    parallel: list[Unit] = []
+    timing: list[Unit] = []
+    last = None
+    for index, (check, case) in enumerate(plan):
+        into = timing if check.name in MEASURING else parallel
+        key = (case.suite.name, check.group(case)) if check.name in SHARES_SCRATCH else None
+        if key is not None and key == last and into and into[-1].items[-1] == index - 1:
+            into[-1].items.append(index)
+        else:
+            into.append(Unit([index]))
+        last = key
+    return parallel, timing
+
+
+def unfinished(units: list[Unit], finished) -> list[Unit]:
+    """The units with cases not in ``finished`` (plan indices): a resumed run's finished cases are replayed,
+    unrecorded, where a later case of their unit reads their scratch, else left out."""
+    out = []
+    for unit in units:
+        done = [i for i in unit.items if i in finished]
+        if len(done) < len(unit.items):
+            out.append(Unit(unit.items, done=done if len(unit.items) > 1 else []))
+    return out

@@ -1,0 +1,75 @@
+"""A worker process: runs the units of a run's plan that the parent (``engine.pool``) sends, one at a time.
+
+Started as ``python -m optbench.engine.worker``. It speaks JSON lines: requests on stdin, events on a private
+copy of its original stdout; its own stdout and stderr (the code under test's prints, a crash's last words) go
+to the log file the parent gave it as stderr, which the parent reads back when the worker dies.
+
+Requests: ``{"op": "init", "cfg": ..., "config_dirs": ..., "sys_path": ...}`` once, then
+``{"op": "unit", "items": [[index, "run" | "replay"], ...]}``. Events: ``ready`` (the plan's size and
+fingerprint, which the parent compares with its own), ``start`` (a case began: the parent's clock for
+the per-case timeout starts), ``case`` (its rows and console line; a ``replay`` only rebuilds the scratch
+a later case of its group reads, and sends no rows), ``unit-done``, or ``failed`` (init raised). A unit starts
+from the same state whatever ran before it in this process (scratch, RNGs, compiled graphs reset), so which
+worker runs which unit never changes a row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import traceback
+
+from optbench.journal import dumps
+
+
+def _send(out, event: dict) -> None:
+    out.write(dumps(event) + "\n")
+    out.flush()
+
+
+def serve(requests, out) -> None:
+    """Answer ``requests`` (an iterable of JSON lines) until it ends."""
+    from omegaconf import OmegaConf
+
+    run = plan = None
+    for line in requests:
+        request = json.loads(line)
+        if request["op"] == "init":
+            sys.path[:] = request["sys_path"]
+            try:
+                from optbench.engine.runner import SuiteRun, fingerprint, quiet_torch
+
+                quiet_torch()
+                run = SuiteRun(OmegaConf.create(request["cfg"]), request["out_dir"],
+                               config_dirs=request["config_dirs"], probe_machine=False)
+                plan = run.plan()
+            except BaseException as exc:
+                _send(out, {"ev": "failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
+                            "traceback": traceback.format_exc()})
+                return
+            _send(out, {"ev": "ready", "cases": len(plan), "fingerprint": fingerprint(plan)})
+        elif request["op"] == "unit":
+            run.reset_for_unit()
+            for index, mode in request["items"]:
+                check, case = plan[index]
+                _send(out, {"ev": "start", "index": index})
+                rows, line = run.execute(check, case)
+                event = {"ev": "case", "index": index}
+                if mode == "run":
+                    event |= {"rows": rows, "line": line}
+                _send(out, event)
+            _send(out, {"ev": "unit-done"})
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt stops, and kills us
+    events = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # the code under test's prints go to the log, never into the event stream
+    sys.stdout = os.fdopen(1, "w", encoding="utf-8", buffering=1)
+    serve(sys.stdin, events)
+
+
+if __name__ == "__main__":
+    main()

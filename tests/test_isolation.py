@@ -1,0 +1,161 @@
+"""Runs as a CI owner meets them: code under test that kills its process or hangs, interrupts (SIGINT, SIGTERM,
+SIGKILL), a full disk, resume, busy or used out_dirs, and the same rows whatever the number of workers."""
+
+import errno
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from optbench.cli import main
+from optbench.config import compose_config
+from optbench.engine.runner import SuiteRun
+from optbench.journal import JOURNAL, Journal
+from optbench.results import load_run, verdict
+
+REPO = Path(__file__).parents[1]
+CANDIDATE_RUN = ["jobs=2", "suite=sgd", "dtype=float32", "impl=[for-loop,candidate]", "options={lr: 0.1}",
+                 "checks=[parity,cross]", "history_dir=null"]
+PLAIN_RUN = ["jobs=2", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]",
+             "checks=[parity,cross,roundtrip,errors]", "history_dir=null"]
+
+
+def optbench(*args, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optbench", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def verdict_rows(out: Path) -> list[dict]:
+    """Every row but the timing ones (a case's wall time differs from run to run)."""
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    return [r for r in rows if r["metric"] != "run.case_s"]
+
+
+@pytest.mark.parametrize("candidate, how", [
+    ("ExitsSGD", "its worker process exited with code 0 during this case"),
+    ("SegfaultsSGD", "its worker process was killed by SIGSEGV during this case; stderr: segfaulting now"),
+    ("SystemExitSGD", "parity: SystemExit: 0"),
+    ("HangsSGD", "its worker process ran past case_timeout_s=5 s and was killed during this case"),
+])
+def test_a_candidate_that_ends_or_hangs_its_process_is_an_error_row_and_the_run_goes_on(tmp_path, candidate, how):
+    out = tmp_path / "run"
+    done = optbench("run", *CANDIDATE_RUN, f"candidate=tests.candidates.{candidate}", "case_timeout_s=5",
+                    f"out_dir={out}")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("verdict: FAIL")
+    data = json.loads((out / "results.json").read_text())
+    assert data["run"]["status"] == "finished"
+    errors = [r for r in data["rows"]
+              if r["status"] == "error" and r["check"] == "parity" and r["hparams"] == "options"]
+    assert [r["impl"] for r in errors] == [f"candidate:{candidate}"] and how in errors[0]["detail"]
+    # the cases beside it ran: the for-loop's parity passed in its group, after the crash too
+    assert any(r["impl"] == "for-loop" and r["check"] == "parity" and r["status"] == "pass" for r in data["rows"])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The plain run with two workers, and in this process (jobs=0)."""
+    outs = {}
+    for jobs in (2, 0):
+        outs[jobs] = tmp_path_factory.mktemp("whole") / f"jobs{jobs}"
+        done = optbench("run", *PLAIN_RUN[1:], f"jobs={jobs}", f"out_dir={outs[jobs]}")
+        assert done.returncode == 0, done.stderr
+    return outs
+
+
+def test_the_rows_are_the_same_whatever_the_number_of_workers(uninterrupted, tmp_path):
+    done = optbench("run", *PLAIN_RUN[1:], "jobs=1", f"out_dir={tmp_path / 'one'}")
+    assert done.returncode == 0, done.stderr
+    one = verdict_rows(tmp_path / "one")
+    assert len(one) > 1000
+    assert one == verdict_rows(uninterrupted[2]) == verdict_rows(uninterrupted[0])
+
+
+def _interrupted(out: Path, signum: int, after_cases: int = 12) -> tuple[int, str]:
+    """The plain run, stopped by ``signum`` once its journal holds ``after_cases`` finished cases."""
+    proc = subprocess.Popen([sys.executable, "-m", "optbench", "run", *PLAIN_RUN, f"out_dir={out}"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        journal = out / JOURNAL
+        if journal.is_file() and journal.read_text().count('{"case"') >= after_cases:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stderr
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)])
+def test_an_interrupted_run_says_incomplete_everywhere_and_resumes_to_the_uninterrupted_rows(
+        uninterrupted, tmp_path, signum, code, capsys):
+    out = tmp_path / "run"
+    returncode, stderr = _interrupted(out, signum)
+    assert returncode == code
+    if signum != signal.SIGKILL:  # one line, no traceback; results.json written and marked
+        name = signal.Signals(signum).name
+        assert re.fullmatch(rf"optbench: interrupted by {name}: \d+ of \d+ cases ran; 'optbench resume .*' "
+                            r"runs the rest\n", stderr), stderr
+        assert json.loads((out / "results.json").read_text())["run"]["status"] == "interrupted"
+    meta, rows = load_run(out)  # a killed run is read back from its journal
+    assert verdict(rows, (), meta["run"]).name == "INCOMPLETE"
+    assert main(["report", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "verdict: INCOMPLETE: " in said and "PASS:" not in said.split("so far")[0]
+    assert (out / "report.md").read_text().startswith("**INCOMPLETE: ")
+    assert main(["compare", str(uninterrupted[2]), str(out)]) == 1  # not whole: no comparison passes
+    assert "the new run is INCOMPLETE" in capsys.readouterr().out
+    assert main(["run", *PLAIN_RUN, f"out_dir={out}"]) == 2  # never silently reused
+    assert "holds an unfinished run; continue it with 'optbench resume" in capsys.readouterr().err
+
+    resumed = optbench("resume", out)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.splitlines()[-1].startswith("verdict: PASS")
+    assert verdict_rows(out) == verdict_rows(uninterrupted[2])
+    assert not (out / JOURNAL).exists()
+    assert optbench("resume", out).returncode == 2  # finished: nothing to resume
+
+
+def test_a_full_disk_keeps_what_was_measured_and_is_never_a_pass(tmp_path, monkeypatch, capsys):
+    written = []
+
+    def fills_up(self, index, rows):
+        if len(written) == 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written.append(index)
+        self._write({"case": index, "rows": rows})
+
+    monkeypatch.setattr(Journal, "case", fills_up)
+    cfg = compose_config([*PLAIN_RUN[1:], "jobs=0"])
+    results = SuiteRun(cfg, tmp_path / "run").run()
+    run = results.meta["run"]
+    assert run["status"] == "crashed" and "No space left on device" in run["how"]
+    assert results.verdict.name == "INCOMPLETE" and results.verdict.exit_code == 4
+    assert len({r["check"] + r["hparams"] for r in results.rows}) >= 1
+
+
+def test_an_out_dir_in_use_is_refused_in_one_line(tmp_path, capsys):
+    out = tmp_path / "busy"
+    out.mkdir()
+    with FileLock(out / ".optbench.lock"):
+        assert main(["run", *PLAIN_RUN, f"out_dir={out}"]) == 2
+    assert capsys.readouterr().err == (f"optbench: error: out_dir {out}: another optbench run is writing there now; "
+                                       "pick another out_dir\n")
+    (out / "results.json").write_text("{}")
+    assert main(["run", *PLAIN_RUN, f"out_dir={out}"]) == 2
+    assert "holds a finished run (results.json)" in capsys.readouterr().err
+
+
+def test_default_out_dirs_of_two_runs_started_in_the_same_second_differ():
+    names = {optbench("run", "suite=sgd", "--cfg", "job", "--resolve").stdout.split("out_dir: ")[1].split()[0]
+             for _ in range(2)}
+    assert len(names) == 2 and all(re.search(r"-\d{8}-\d{6}-[0-9a-f]{4}$", n) for n in names), names
+    assert re.search(r"-[0-9a-f]{4}$", str(compose_config(["suite=sgd"]).out_dir))
