@@ -53,6 +53,10 @@ def precheck(overrides: list[str], config_dirs=()) -> None:
                 known = config_names(group, config_dirs)
                 if value not in known:
                     raise UsageError(f"unknown {group} '{value}': {did_you_mean(value, known)}")
+                if group == "suite":
+                    from optbench.suite.catalog import check_suite_file
+
+                    check_suite_file(value, config_dirs)
 
 
 def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
@@ -66,6 +70,11 @@ def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
             return compose(config_name="config", overrides=[*searchpath, *overrides])
     except Exception as exc:
-        raise UsageError(str(exc).strip().splitlines()[0]) from None
+        first = str(exc).strip().splitlines()[0]
+        if first.startswith("Ambiguous value for argument"):  # key=a,b: Hydra reads a sweep, which needs -m
+            key, _, value = first.split("'")[1].partition("=")
+            raise UsageError(f"{key}={value}: a list needs brackets: {key}=[{value}] (a comma-separated value "
+                             "without brackets is a sweep, which needs -m)") from None
+        raise UsageError(first) from None
     finally:
         GlobalHydra.instance().clear()

@@ -5,15 +5,17 @@
 ``--optbench`` takes the overrides of one ``optbench run`` (``--config-dir DIR`` may lead them) and may be
 given once per run. Each run's plan (``SuiteRun.plan``) becomes items named
 ``<suite>::<check>::<impl>::<dtype>::<hparams>`` (JUnit: class ``adamw.parity.foreach.float32``, test
-``default``), run in plan order in this one process through ``SuiteRun.run_case``, so cases of a group share
-their scratch as in ``optbench run``. An item's outcome comes from the rows its case wrote: a ``fail`` or
-``error`` row fails it (one line per such row); an ``xpass`` row (a declared deviation that no longer
-deviates) makes it XPASS, a pass that says so; ``xfail`` rows and no ``pass`` make it xfail; rows that
-verify nothing (``optbench.results.verdict``: only ``skip``, ``unsupported`` and ``info``) skip it with their
-reasons, and no row at all fails it; anything else (passes, measurements) passes. A run with ``candidate=`` ends
-with ``<suite>::parity::<candidate>::checked``, which fails when no hparam set could check the candidate; a run
-whose plan has no case is one failing item, ``<suite>::nothing-to-verify``.
-``--optbench-out DIR`` keeps each run's results.json, results.csv and report.md in ``DIR/<suite>/``.
+``default``), run in plan order, one at a time, in one worker process (``optbench.engine.pool``; ``jobs=0``:
+in the pytest process itself), so cases of a group share their scratch as in ``optbench run``, and a case that
+crashes, exits or hangs its worker fails its item (the worker is replaced) instead of ending pytest. An item's
+outcome comes from the rows its case wrote: a ``fail`` or ``error`` row fails it (one line per such row); an
+``xpass`` row (a declared deviation that no longer deviates) makes it XPASS, a pass that says so; ``xfail``
+rows and no ``pass`` make it xfail; rows that verify nothing (``optbench.results.verdict``: only ``skip``,
+``unsupported`` and ``info``) skip it with their reasons, and no row at all fails it; anything else (passes,
+measurements) passes. A run with ``candidate=`` ends with ``<suite>::parity::<candidate>::checked``, which
+fails when no hparam set could check the candidate; a run whose plan has no case is one failing item,
+``<suite>::nothing-to-verify``. ``--optbench-out DIR`` keeps each run's results.json, results.csv and
+report.md in ``DIR/<suite>/``.
 
 The plugin does nothing without ``--optbench``. With it and no test paths on the command line, only the
 gate runs (a repository's own ``testpaths`` are not collected). It refuses ``-n`` (pytest-xdist): the
@@ -86,18 +88,48 @@ class GateRun:
             raise pytest.UsageError(f"--optbench {spec!r}: {exc}") from None
         self.started = self.finished = False
         self.lines: list[str] = []
+        self.pool = None  # the worker process the cases run in (jobs=0: none, they run here)
+        self._got: dict[int, tuple] = {}
+        self._group, self._group_done, self._worker = None, [], None
 
     def _echo(self, line: str) -> None:
         self.lines.append(str(line))
 
-    def run_case(self, check, case) -> tuple[list[dict], list[str]]:
-        """The rows and console lines of one planned case."""
+    def run_case(self, index: int) -> tuple[list[dict], list[str]]:
+        """The rows and console lines of the planned case ``index``."""
         self.lines = []
         if not self.started:
             self.run.start()
             self.started = True
-        rows = self.run.run_case(check, case)
-        return rows, self.lines
+        check, case = self.plan[index]
+        if self.run.jobs == 0:
+            return self.run.run_case(check, case), self.lines
+        return self._in_worker(index, (case.suite.name, check.group(case))), self.lines
+
+    def _in_worker(self, index: int, group: tuple) -> list[dict]:
+        from optbench.engine.pool import Pool
+        from optbench.engine.runner import fingerprint
+        from optbench.engine.units import Unit
+
+        if self.pool is None:
+            init = {"op": "init", "cfg": self.run.results.meta["config"], "config_dirs": self.run.config_dirs,
+                    "out_dir": str(self.out), "sys_path": list(__import__("sys").path)}
+            self.pool = Pool(1, init, self.out / "workers", self.run.case_timeout_s, self.run.labels_of,
+                             lambda i, rows, line: self._got.__setitem__(i, (rows, line)), fingerprint(self.plan))
+        fresh = group != self._group
+        if fresh:
+            self._group, self._group_done = group, []
+        alive = any(w.number == self._worker for w in self.pool.workers)
+        replay = self._group_done if not fresh and not alive else []  # a new worker mid-group: its scratch first
+        self.pool.run([Unit([*replay, index], done=list(replay))], fresh=fresh)
+        self._worker = self.pool.workers[0].number if self.pool.workers else None
+        if self._worker is not None:  # it survived the case: a later case of the group may replay it
+            self._group_done.append(index)
+        rows, line = self._got.pop(index)
+        self.run.results.extend(rows)
+        if line:
+            self._echo(line)
+        return rows
 
     def finish(self, write: bool) -> list[dict]:
         """Close the run once (the candidate check; results and report when ``write``); the rows it added."""
@@ -109,6 +141,8 @@ class GateRun:
         return self.run.results.rows[first:]
 
     def close(self) -> None:
+        if getattr(self, "pool", None) is not None:
+            self.pool.close()
         if self._tmp is not None:
             self._tmp.cleanup()
 
@@ -125,7 +159,8 @@ class Gate:
     def pytest_report_header(self) -> list[str]:
         where = f"; results in {self.out}" if self.out else ""
         runs = ", ".join(f"{r.name} ({len(r.plan)} cases)" for r in self.runs)
-        return [f"optbench gate: {runs}; one process, in plan order{where}"]
+        where_run = "in this process" if any(r.run.jobs == 0 for r in self.runs) else "in one worker process"
+        return [f"optbench gate: {runs}; {where_run}, in plan order{where}"]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector):
@@ -152,12 +187,12 @@ class RunCollector(pytest.Collector):
 
     def collect(self):
         seen: dict[str, int] = {}
-        for check, case in self.run.plan:
+        for index, (check, case) in enumerate(self.run.plan):
             name = item_name(check, case, self.run.suite)
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:  # cases alike in every label: numbered
                 name = f"{name}::{seen[name]}"
-            yield CaseItem.from_parent(self, name=name, check=check, case=case)
+            yield CaseItem.from_parent(self, name=name, check=check, case=case, index=index)
         if not self.run.plan:  # a gate that collects nothing would pass, or exit 5 with no reason
             yield NothingItem.from_parent(self, name="nothing-to-verify")
         candidate = self.run.run.ctx.candidate
@@ -181,12 +216,12 @@ def item_name(check, case, suite: str) -> str:
 class CaseItem(pytest.Item):
     """One (check, case) of a run."""
 
-    def __init__(self, *, check, case, **kwargs):
+    def __init__(self, *, check, case, index=None, **kwargs):
         super().__init__(**kwargs)
-        self.check, self.case = check, case
+        self.check, self.case, self.index = check, case, index
 
     def runtest(self) -> None:
-        rows, lines = self.parent.run.run_case(self.check, self.case)
+        rows, lines = self.parent.run.run_case(self.index)
         if lines:
             self.add_report_section("call", "optbench", "\n".join(lines))
         judge(self, rows)

@@ -208,7 +208,12 @@ def load_results(path) -> tuple[dict, pd.DataFrame]:
     if not isinstance(rows, list):
         raise bad("no 'rows' list")
     meta = {k: v for k, v in data.items() if k != "rows"}
+    if not all(isinstance(r, dict) for r in rows):
+        raise bad("a row that is not a JSON object")
     frame = normalize(pd.DataFrame(rows, columns=COLUMNS))
+    unknown = sorted(set(frame["status"]) - set(STATUSES))
+    if unknown:  # a status no check writes: the verdict rule could not read the row
+        raise bad(f"row status {unknown[0]!r} is none of {', '.join(STATUSES)}")
     if data["schema_version"] < 4:  # the finding was written only into the detail then: lift it into its column
         declared = frame["status"].isin(["xfail", "xpass"])
         frame.loc[declared, "finding"] = frame.loc[declared, "detail"].map(

@@ -146,3 +146,17 @@ def test_outcome_rules():
         judge(Item(), rows("info"))  # a verdict check's case that gave none: nothing verified
     with pytest.raises(CaseFailed, match="the case wrote no rows"):
         judge(Item(), [])
+
+
+def test_a_candidate_that_ends_its_process_fails_its_item_and_the_gate_goes_on(tmp_path):
+    """With a worker process (jobs=1), os._exit in a candidate's step fails that item; pytest does not exit 0."""
+    spec = ("suite=sgd candidate=tests.candidates.ExitsSGD impl=[for-loop,candidate] checks=[parity,cross] "
+            "dtype=float32 options='{lr: 0.1}' jobs=1 history_dir=null")
+    proc = pytest_gate("--optbench", spec, "--junitxml", str(tmp_path / "gate.xml"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    counts, cases = junit(tmp_path / "gate.xml")
+    died = sorted(name for name, (outcome, m) in cases.items()
+                  if outcome == "failure" and "its worker process exited with code 0 during this case" in m)
+    assert died == ["sgd.parity.candidate:ExitsSGD.float32::options", "sgd.parity.candidate:ExitsSGD::checked"], cases
+    assert cases["sgd.parity.for-loop.float32::options"][0] == "passed"  # its group's case before it
+    assert counts["tests"] == 4

@@ -67,13 +67,14 @@ def run_command(args: list[str]) -> int:
     if flags.multirun and not (flags.cfg or flags.info or flags.help or flags.hydra_help):
         sweep.validate(flags.overrides, config_dirs)  # each swept value composed once; writes nothing
     elif not (flags.multirun or flags.cfg or flags.info or flags.help or flags.hydra_help):
-        from optbench.engine.out_dir import refuse_reuse
+        from optbench.engine.out_dir import make_writable, refuse_reuse
         from optbench.engine.runner import SuiteRun
 
         # validates suite, device, dtypes, impls, candidate, options, jobs; writes nothing
         cfg = compose_config(flags.overrides, config_dirs)
         SuiteRun(cfg, Path("."), config_dirs=config_dirs)
         refuse_reuse(Path(str(cfg.out_dir)))  # before Hydra writes its .hydra/ there
+        make_writable(Path(str(cfg.out_dir)))
     _exit_codes.clear()
     saved_argv = sys.argv
     sys.argv = ["optbench run", *args]

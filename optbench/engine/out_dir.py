@@ -24,9 +24,8 @@ def refuse_reuse(out_dir: Path) -> None:
                          "(the default names a new folder per run) or remove it")
 
 
-def claim(out_dir: Path, resume: bool = False) -> FileLock:
-    """Lock ``out_dir`` for this run (created if need be); the held lock, to release at the end."""
-    out_dir = Path(out_dir)
+def make_writable(out_dir: Path) -> None:
+    """Create ``out_dir`` if need be and write a probe file there; a UsageError naming why not."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"out_dir {out_dir}: exists and is not a directory")
     try:
@@ -35,7 +34,13 @@ def claim(out_dir: Path, resume: bool = False) -> FileLock:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"out_dir {out_dir}: cannot write there ({exc.strerror})") from None
+        raise UsageError(f"out_dir {out_dir}: cannot write there ({exc.strerror or exc})") from None
+
+
+def claim(out_dir: Path, resume: bool = False) -> FileLock:
+    """Lock ``out_dir`` for this run (created if need be); the held lock, to release at the end."""
+    out_dir = Path(out_dir)
+    make_writable(out_dir)
     lock = FileLock(out_dir / LOCK)
     try:
         lock.acquire(timeout=0)

@@ -59,6 +59,7 @@ class Worker:
         self.started_at = 0.0
         self.ready = False
         self.keep_log = False
+        self.units_run = 0
         threading.Thread(target=self._read, daemon=True).start()
         self.send(init)
 
@@ -110,10 +111,13 @@ class Pool:
         self.labels_of, self.record, self.fingerprint = labels_of, record, fingerprint
         self.events: queue.Queue = queue.Queue()
         self.workers: list[Worker] = []
-        self.started = 0
+        self.started = 0  # workers started so far: a new number means a fresh process
+        self.fresh = True
 
-    def run(self, units: list[Unit], jobs: int | None = None) -> None:
-        """Run ``units`` (at most ``jobs`` at once, default the pool's); returns when every case is recorded."""
+    def run(self, units: list[Unit], jobs: int | None = None, fresh: bool = True) -> None:
+        """Run ``units`` (at most ``jobs`` at once, default the pool's); returns when every case is recorded.
+        ``fresh=False`` (one worker): a unit goes on from the state the worker's last unit left."""
+        self.fresh = fresh
         pending = deque(units)
         limit = self.jobs if jobs is None else max(1, jobs)
         while pending or any(w.unit for w in self.workers):
@@ -136,10 +140,11 @@ class Pool:
         worker.unit = unit
         items = unit.requests()
         worker.started_at = time.monotonic()
+        fresh = self.fresh or worker.units_run == 0 or bool(unit.done)
+        worker.queued = {"op": "unit", "items": items, "fresh": fresh}
+        worker.units_run += 1
         if worker.ready:
-            worker.send({"op": "unit", "items": items})
-        else:
-            worker.queued = items
+            worker.send(worker.queued)
 
     def _handle(self, pending: deque) -> None:
         busy = [w for w in self.workers if w.unit is not None]
@@ -162,7 +167,7 @@ class Pool:
                 raise WorkerStartError("a worker planned other cases than the run did (plan fingerprints differ)")
             worker.ready = True
             if worker.unit is not None:
-                worker.send({"op": "unit", "items": worker.queued})
+                worker.send(worker.queued)
         elif kind == "failed":
             raise WorkerStartError(f"a worker could not build the run: {event['error']}")
         elif kind == "start":

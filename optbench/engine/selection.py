@@ -66,7 +66,21 @@ def resolve_checks(cfg: DictConfig) -> list[str]:
 
 
 def resolve_steps(cfg: DictConfig) -> tuple[int, int]:
-    """(steps, seed), validated."""
+    """(steps, seed), validated, with the workload's sizes and gradient range."""
+    for key in ("workload.width", "workload.layers", "workload.vocab", "speed.width", "speed.layers", "speed.vocab"):
+        if OmegaConf.select(cfg, key) is not None:
+            _int(cfg, key, 1)
+    ranges = {"workload.grad_log10_range": OmegaConf.select(cfg, "workload.grad_log10_range")}
+    by_dtype = OmegaConf.select(cfg, "workload.grad_log10_range_by_dtype") or {}
+    ranges |= {f"workload.grad_log10_range_by_dtype.{k}": v for k, v in by_dtype.items()}
+    for key, value in ranges.items():
+        try:
+            low, high = (float(v) for v in value)
+            if not low <= high:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise UsageError(f"{key}={value}: need [low, high] (log10 of the gradients' magnitudes), "
+                             "low <= high") from None
     return _int(cfg, "steps", 1), _int(cfg, "seed", 0)
 
 
@@ -123,6 +137,11 @@ def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
         unknown = not_taken(cls, options)
         if unknown:
             raise UsageError(f"options: {cls.__name__} takes no {', '.join(unknown)}")
+        try:  # torch's own argument checks, on a throwaway parameter: options it refuses are the user's to fix
+            cls([torch.zeros(2, 2, requires_grad=True)], **options)
+        except (TypeError, ValueError) as exc:
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            raise UsageError(f"options: {cls.__name__} refuses them: {type(exc).__name__}: {message}") from None
     hset = HparamSet("options", options)
     return replace(suite, hparams=(hset,), roundtrip_hparams="options")
 

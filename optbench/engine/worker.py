@@ -4,14 +4,14 @@ Started as ``python -m optbench.engine.worker``. It speaks JSON lines: requests 
 copy of its original stdout; its own stdout and stderr (the code under test's prints, a crash's last words) go
 to the log file the parent gave it as stderr, which the parent reads back when the worker dies.
 
-Requests: ``{"op": "init", "cfg": ..., "config_dirs": ..., "sys_path": ...}`` once, then
-``{"op": "unit", "items": [[index, "run" | "replay"], ...]}``. Events: ``ready`` (the plan's size and
-fingerprint, which the parent compares with its own), ``start`` (a case began: the parent's clock for
-the per-case timeout starts), ``case`` (its rows and console line; a ``replay`` only rebuilds the scratch
-a later case of its group reads, and sends no rows), ``unit-done``, or ``failed`` (init raised). A unit starts
-from the same state whatever ran before it in this process (scratch, RNGs, compiled graphs reset), so which
-worker runs which unit never changes a row.
-"""
+Requests: ``{"op": "init", "cfg": ..., "config_dirs": ..., "sys_path": ...}`` once, then ``{"op": "unit",
+"items": [[index, "run" | "replay"], ...], "fresh": true}`` (``fresh: false`` goes on from the state the last
+request left: the pytest gate sends a group's cases one request each). Events: ``ready`` (the plan's size and
+fingerprint, which the parent compares with its own), ``start`` (a case began: the parent's clock for the
+per-case timeout starts), ``case`` (its rows and console line; a ``replay`` only rebuilds the scratch a later
+case of its group reads, and sends no rows), ``unit-done``, or ``failed`` (init raised). A unit starts from
+the same state whatever ran before it in this process (scratch, RNGs, compiled graphs reset), so which worker
+runs which unit never changes a row."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def serve(requests, out) -> None:
                 return
             _send(out, {"ev": "ready", "cases": len(plan), "fingerprint": fingerprint(plan)})
         elif request["op"] == "unit":
-            run.reset_for_unit()
+            if request.get("fresh", True):  # False: the next case of the unit before (the pytest gate's items)
+                run.reset_for_unit()
             for index, mode in request["items"]:
                 check, case = plan[index]
                 _send(out, {"ev": "start", "index": index})

@@ -30,6 +30,13 @@ def load_optimizer_class(dotted_path: str, what: str = "candidate") -> type:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise CandidateError(f"cannot import {what} module {module_name!r}: {exc}") from None
+    except (Exception, SystemExit) as exc:  # the module's own code raised while importing
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        raise CandidateError(f"{what} module {module_name!r} raised at import: {type(exc).__name__}: {message} "
+                             f"({where.filename}:{where.lineno})") from None
     cls = getattr(module, class_name, None)
     if cls is None:
         raise CandidateError(f"module {module_name!r} has no attribute {class_name!r}")

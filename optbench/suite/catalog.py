@@ -34,7 +34,32 @@ def suite_names(config_dirs=()) -> list[str]:
 
 
 def _load(entry) -> DictConfig:
-    return OmegaConf.create(entry.read_text(encoding="utf-8"))
+    """A suite file, or a one-line UsageError naming the file (and line) when it is not a suite file."""
+    import yaml
+
+    stem = entry.name[: -len(".yaml")]
+    try:
+        cfg = OmegaConf.create(entry.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"{entry}{where}: not valid YAML: {problem}") from None
+    except Exception as exc:
+        raise UsageError(f"{entry}: not a suite file: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+    if not isinstance(cfg, DictConfig):
+        raise UsageError(f"{entry}: not a suite file (a suite file is a mapping: name, optimizer, reference, ...)")
+    named = OmegaConf.select(cfg, "suite.name") if "suite" in cfg and "name" not in cfg else cfg.get("name")
+    if named != stem:  # a meta-suite file (@package _global_) names itself under suite:
+        raise UsageError(f"{entry}: says name: {named!r}, but a suite is named by its file: name: {stem}")
+    return cfg
+
+
+def check_suite_file(name: str, config_dirs=()) -> None:
+    """Read the suite file ``suite=name`` selects: a YAML error or a wrong ``name:`` is a UsageError."""
+    files = suite_files(config_dirs)
+    if name in files:
+        _load(files[name])
 
 
 def optimizer_suite_names(config_dirs=()) -> list[str]:
@@ -69,7 +94,14 @@ def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
     unknown = [n for n in names if n not in files]
     if unknown:
         raise UsageError(f"meta-suite {suite_cfg.name!r} names unknown suites: {', '.join(unknown)}")
-    suites = [Suite.from_config(_load(files[n])) for n in names]
+    suites = []
+    for n in names:
+        try:
+            suites.append(Suite.from_config(_load(files[n])))
+        except UsageError:
+            raise
+        except Exception as exc:  # a malformed user suite file is the user's to fix
+            raise UsageError(f"{files[n]}: suite {n!r} is malformed: {type(exc).__name__}: {exc}") from None
     keep = suite_cfg.get("hparams")
     if keep == "first":
         suites = [s.restricted(hparams=[s.hparams[0].name]) for s in suites]
