@@ -160,3 +160,37 @@ def test_combinations_number_jobs_as_hydra_does():
     assert sweep.combinations(["suite=adam,sgd", "dtype=float32,bfloat16", "steps=3"]) == [
         ["suite=adam", "dtype=float32", "steps=3"], ["suite=adam", "dtype=bfloat16", "steps=3"],
         ["suite=sgd", "dtype=float32", "steps=3"], ["suite=sgd", "dtype=bfloat16", "steps=3"]]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
+                    reason="hydra-submitit-launcher is not installed (pip install 'optbench[sweep]')")
+def test_submitit_local_sweep_merges_jobs_records_a_killed_one_and_exits_with_the_worst(tmp_path, monkeypatch):
+    """The cluster path on one machine: hydra-submitit-launcher's submitit_local runs each job as a submitit job
+    (the same code path as submitit_slurm but for the executor). The second job's candidate ends its process
+    (os._exit, with jobs=0: in the job's own process): the job is killed mid-run, and the merge keeps its
+    finished cases, says it did not finish, and the sweep exits INCOMPLETE (4)."""
+    monkeypatch.chdir(REPO)  # the candidates are imported from the current directory
+    out = tmp_path / "sweep"
+    code = main(["run", "-m", "suite=sgd", "candidate=optbench.mutants.sgd.CorrectSGD,tests.candidates.ExitsSGD",
+                 "impl=[for-loop,candidate]", "dtype=float32", "jobs=0", *TINY, "hydra/launcher=submitit_local",
+                 "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={out}"])
+    assert code == 4
+    record = merged(out)
+    jobs = record["sweep"]["jobs"]
+    assert record["sweep"]["launcher"].endswith("LocalLauncher")
+    assert [(j["num"], j["status"], j["exit_code"]) for j in jobs] == [(0, "completed", 0), (1, "started", 4)]
+    assert "stopped without finishing (killed?); the" in jobs[1]["problem"]
+    kept = {(r["impl"], r["status"]) for r in record["rows"] if r["metric"] == "parity.max_err_eps" and not r["fqn"]}
+    assert ("candidate:CorrectSGD", "pass") in kept and ("for-loop", "pass") in kept
+    assert (out / ".submitit").is_dir() or any(out.rglob("*_submitted.pkl"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
+                    reason="hydra-submitit-launcher is not installed (pip install 'optbench[sweep]')")
+def test_the_documented_slurm_launcher_config_composes(capsys):
+    """docs/examples/hydra/launcher/slurm_gpu.yaml, the one file a SLURM sweep adds to the submitit_local one."""
+    assert main(["run", "--config-dir", str(REPO / "docs" / "examples"), "hydra/launcher=slurm_gpu", "suite=sgd",
+                 "--cfg", "hydra"]) == 0
+    out = capsys.readouterr().out
+    assert "_target_: hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in out
+    assert "partition: gpu" in out and "gpus_per_node: 1" in out

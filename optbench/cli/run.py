@@ -61,6 +61,9 @@ def run_command(args: list[str]) -> int:
     config_dirs = [str(Path(flags.config_dir).resolve())] if flags.config_dir else []
     if flags.config_dir and not Path(flags.config_dir).is_dir():
         raise UsageError(f"--config-dir {flags.config_dir}: no such directory")
+    if sum(map(bool, (flags.multirun, flags.cfg, flags.info, flags.shell_completion))) > 1:
+        raise UsageError("-m, --cfg, --info and --shell-completion go one at a time (to see a sweep's config, "
+                         "drop -m: --cfg job shows one job's, --cfg hydra the launcher's)")
     precheck(flags.overrides + unknown, config_dirs)
     from optbench.engine import sweep
 

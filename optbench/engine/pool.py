@@ -26,6 +26,7 @@ from optbench.metrics import CASE_ERROR
 from optbench.results import row
 
 STDERR_TAIL_LINES = 6
+START_TIMEOUT_S = 300  # importing torch and building the run's plan takes seconds; a worker stuck there ends the run
 
 
 class WorkerStartError(RuntimeError):
@@ -148,13 +149,18 @@ class Pool:
 
     def _handle(self, pending: deque) -> None:
         busy = [w for w in self.workers if w.unit is not None]
-        deadline = min((w.started_at + self.timeout_s for w in busy if w.current is not None), default=None)
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        try:
-            worker, event = self.events.get(timeout=wait if wait is None else wait + 0.05)
+        deadline = min((w.started_at + (self.timeout_s if w.ready else START_TIMEOUT_S) for w in busy
+                        if w.current is not None or not w.ready), default=None)
+        wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()) + 0.05)
+        try:  # never blocks for long: Ctrl-C and SIGTERM reach this thread within a second
+            worker, event = self.events.get(timeout=wait)
         except queue.Empty:
             now = time.monotonic()
             for w in busy:
+                if not w.ready and now - w.started_at > START_TIMEOUT_S:
+                    w.kill()
+                    raise WorkerStartError(f"a worker did not start in {START_TIMEOUT_S} s: "
+                                           f"{w.stderr_tail() or 'no output'}")
                 if w.current is not None and now - w.started_at > self.timeout_s:
                     w.kill()
                     self._died(w, pending, f"ran past case_timeout_s={self.timeout_s:g} s and was killed")

@@ -45,7 +45,7 @@ from optbench.engine.selection import (
     resolve_steps,
     resolve_timing,
 )
-from optbench.engine.units import Unit, cut_into_units, unfinished
+from optbench.engine.units import Unit, cut_into_units, longest_first, unfinished
 from optbench.journal import JOURNAL, Journal, Record
 from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS, RUN_CASE_S
 from optbench.results import CASE_KEY, FINISHED, SCHEMA_VERSION, Results, row
@@ -231,7 +231,7 @@ class SuiteRun:
         pool = Pool(self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
                     self._record, fingerprint(self.plan()))
         try:
-            pool.run(parallel)
+            pool.run(longest_first(parallel, self.plan()))
             pool.run(timing, jobs=1)  # timing alone: no other worker runs a case meanwhile
         finally:
             pool.close()

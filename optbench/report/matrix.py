@@ -32,6 +32,7 @@ def cells(rows: pd.DataFrame) -> pd.DataFrame:
     parity = rows[rows["check"] == "parity"]
     verdicts = parity[(parity["metric"] == PARITY_MAX_ERR_EPS) & (parity["fqn"] == "")]
     tol = parity[parity["metric"] == PARITY_TOL_EPS].set_index(["suite", "hparams", "impl", "dtype"])["value"]
+    tol = tol[~tol.index.duplicated()]  # a merged sweep repeats a case in each job that ran it: the first, as below
     out = verdicts[["suite", "hparams", "impl", "dtype", "value", "status"]].copy()
     out["tol"] = [tol.get(k, np.nan) for k in zip(out["suite"], out["hparams"], out["impl"], out["dtype"])]
     others = parity[parity["status"].isin(["error", "unsupported"]) & (parity["hparams"] != "")]
