@@ -221,3 +221,18 @@ class HangsSGD(_DiesOnThirdStep):
         import time
 
         time.sleep(3600)
+
+
+class NAdamLookalike(torch.optim.Optimizer):
+    """torch's NAdam code in a class of its own, not a NAdam subclass: a from-scratch NAdam that carries torch's
+    F07 (mu_product in float32: 1e8 eps off at float64). Torch's declaration of F07 must not cover it."""
+
+    def __init__(self, params, **kwargs):
+        super().__init__(params, torch.optim.NAdam([torch.zeros(1)], **kwargs).defaults)
+
+    _init_group = torch.optim.NAdam._init_group
+    step = torch.optim.NAdam.step
+
+
+class NAdamSubclass(torch.optim.NAdam):
+    """torch's NAdam by inheritance: torch's declared deviations cover it."""

@@ -161,3 +161,18 @@ def test_gate_unsupported_hparam_set_skips_its_cross_item_not_fails(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "SKIPPED [3] optbench/gate.py" in proc.stdout and "parity left no trajectory of candidate" in proc.stdout, (
         proc.stdout[-3000:])
+
+
+def test_cross_never_passes_an_empty_comparison_and_xfail_says_what_it_measured(tmp_path):
+    """Fused SGD at bfloat16 (F01, declared on every tensor): cross has nothing outside the declaration to compare
+    (a skip, not 'pass max 0 eps'), and parity's xfail row states how far off the declared tensors were."""
+    assert run(tmp_path, "checks=[parity,cross]", "impl=[for-loop,fused]", "dtype=bfloat16",
+               "options={momentum: 0.9}") == 0
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    cross = [r for r in rows if r["check"] == "cross" and r["impl"] == "fused" and r["metric"] != "run.case_s"]
+    assert [r["status"] for r in cross] == ["skip"] and "nothing to compare" in cross[0]["detail"], cross
+    verdict = next(r for r in rows if r["check"] == "parity" and r["impl"] == "fused" and r["fqn"] == ""
+                   and r["metric"] == "parity.max_err_eps")
+    assert verdict["status"] == "xfail" and verdict["finding"] == "F01"
+    assert "nothing here was judged at tolerance" in verdict["detail"]
+    assert "(their tensors measured up to " in verdict["detail"]

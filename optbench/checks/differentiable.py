@@ -214,7 +214,7 @@ class DifferentiableCheck:
             warnings.filterwarnings("ignore", message=NON_LEAF)
             measured = {(w, k): self.measure(run, w, k)
                         for w in WRT if w != "lr" or "lr" in run.defaults for k in steps}
-        declared = case.suite.deviations_for(case.impl_name, DTYPE, case.hset.name, check=self.name)
+        declared = case.suite.deviations_for(case.impl or case.impl_name, DTYPE, case.hset.name, check=self.name)
         claims: list[list] = [[] for _ in declared]  # what each declared deviation covers
         verdicts, rows, cells = [], [], {}
         for (wrt, k), (kind, found) in measured.items():

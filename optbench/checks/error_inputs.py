@@ -152,7 +152,7 @@ class ErrorsCheck:
         else:
             status, detail = "fail", (f"expected {e.raises} matching {e.match!r}, got {type(raised).__name__} "
                                       f"at {where}: {message}")
-        declared = case.suite.deviations_for(case.impl_name, "", e.desc, check="errors")
+        declared = case.suite.deviations_for(case.impl or case.impl_name, "", e.desc, check="errors")
         if declared:
             status = {"fail": "xfail", "pass": "xpass"}[status]
             detail = f"{declared[0].finding}: {declared[0].reason} Observed: {detail}"

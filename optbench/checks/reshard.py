@@ -123,7 +123,7 @@ class ReshardCheck:
         coarse = update_eps(case.suite, case.dtype)
         job = ReshardJob(case.impl, case.hset, workload, DTYPES[case.dtype], s.steps, s.save_at, s.backend, s.timeout_s,
                   update_eps=coarse)
-        declared = case.suite.deviations_for(case.impl_name, case.dtype, case.hset.name, check="reshard")
+        declared = case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name, check="reshard")
         rows, lines = [], []
         for name, d in zip(names, reshard(job, s.from_ranks, targets)):
             how = f"{name} via DCP (FSDP2, {s.backend}), saved after step {s.save_at}"

@@ -52,7 +52,7 @@ def _named_refusal(case: Case, workload: Workload) -> str:
 
 def _unnamed_outcome(case: Case, ctx: RunContext, why: str) -> Outcome:
     """A row per chosen scenario: none can run on an optimizer that records no parameter names."""
-    declared = case.suite.deviations_for(case.impl_name, case.dtype, case.hset.name, check="roundtrip")
+    declared = case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name, check="roundtrip")
     chosen, rows, counts = _chosen(ctx, "scenarios") or list(BY_NAME), [], {}
     for scenario in (s for s in SCENARIOS if s.name in chosen):
         dev = [d for d in declared if d.matches_scenario(scenario.name)]
@@ -96,7 +96,7 @@ class RoundTripCheck:
             case = replace(case, impl=replace(case.impl, named=True))  # it takes names now: check it by name
         session = Session(case, ctx, workload, int(rt.save_at))
         chosen, compiled_only = _chosen(ctx, "scenarios") or list(BY_NAME), _chosen(ctx, "compiled")
-        declared = case.suite.deviations_for(case.impl_name, case.dtype, case.hset.name, check="roundtrip")
+        declared = case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name, check="roundtrip")
         rows, counts = [], {}
         for scenario in (s for s in SCENARIOS if s.name in chosen):
             if case.impl.compiled and compiled_only is not None and scenario.name not in compiled_only:

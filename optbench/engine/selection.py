@@ -146,12 +146,21 @@ def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
     return replace(suite, hparams=(hset,), roundtrip_hparams="options")
 
 
+CANDIDATE_DEVIATIONS = ("auto", "all", "none")
+
+
 def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:
+    """The candidate; the suite's declared deviations cover it (``candidate_deviations``) when it is or subclasses
+    the class they describe (auto), always (all: it reproduces torch's departures on purpose) or never (none)."""
     try:
         candidate = candidate_implementation(str(cfg.candidate), _mapping(cfg, "candidate_kwargs"))
-        return candidate if suite.candidate_named else replace(candidate, named=False)
     except CandidateError as exc:
         raise UsageError(str(exc)) from None
+    rule = str(cfg.get("candidate_deviations", "auto"))
+    if rule not in CANDIDATE_DEVIATIONS:
+        raise UsageError(f"candidate_deviations={rule}: {did_you_mean(rule, CANDIDATE_DEVIATIONS)}")
+    inherits = rule == "all" or (rule == "auto" and suite.described_by_deviations(candidate.optimizer_class))
+    return replace(candidate, named=suite.candidate_named and candidate.named, inherits_deviations=inherits)
 
 
 def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementation | None,

@@ -50,6 +50,7 @@ class Implementation:
     needs_cuda: bool = False
     checks: tuple[str, ...] | None = None
     named: bool = True  # False: built from plain tensors, for a class that cannot take named parameters
+    inherits_deviations: bool = True  # the suite's declared deviations cover it (a candidate: see Suite.deviations_for)
 
 
     def build(self, groups: ParamGroups, options: dict | None = None) -> Stepper:

@@ -218,6 +218,7 @@ class Suite:
     variants: tuple[str, ...] | None = None  # which of the optimizer's own variants run (None: all it offers)
     implementations: dict = field(default_factory=dict)  # more implementations: name -> dotted class path
     candidate_named: bool = True  # False: a candidate gets plain tensors (it cannot take named parameters)
+    describes: str | None = None  # a suite without a torch optimizer: the dotted class its deviations describe
     error_param_meta: dict = field(default_factory=dict)  # attributes every error input's parameters carry
 
     def hparam_set(self, name: str) -> HparamSet:
@@ -244,10 +245,27 @@ class Suite:
     def workload_of(self, hset: HparamSet) -> str:
         return hset.workload or self.workload
 
-    def deviations_for(self, impl: str, dtype: str, hparams: str, check: str = "parity") -> list[Deviation]:
-        """A deviation a complex dtype inherits from its parts' dtype need not show there: never an xpass."""
+    def deviations_for(self, impl, dtype: str, hparams: str, check: str = "parity") -> list[Deviation]:
+        """The declared deviations that cover a case of ``impl`` (an Implementation, or a name: torch's).
+
+        They describe the suite's optimizer class: a candidate is covered only when it inherits them
+        (``Implementation.inherits_deviations``: it is, or subclasses, that class, or opted in); any other
+        candidate is judged at plain tolerance. A deviation a complex dtype inherits from its parts' dtype
+        need not show there: never an xpass."""
+        if not getattr(impl, "inherits_deviations", True):
+            return []
+        name = getattr(impl, "name", impl)
         return [d if fnmatch.fnmatchcase(dtype, d.dtype) else replace(d, intermittent=True)
-                for d in self.deviations if d.check == check and d.matches_case(impl, dtype, hparams)]
+                for d in self.deviations if d.check == check and d.matches_case(name, dtype, hparams)]
+
+    def described_by_deviations(self, cls: type) -> bool:
+        """Whether ``cls`` is, or subclasses, the class this suite's deviations describe (its torch optimizer,
+        or ``describes:`` for a suite without one)."""
+        own = self.optimizer_class() if self.optimizer else None
+        if own is not None:
+            return issubclass(cls, own)
+        return bool(self.describes) and any(f"{c.__module__}.{c.__qualname__}" == self.describes
+                                            for c in cls.__mro__)
 
     def restricted(self, *, hparams: list[str] | None = None, dtypes: list[str] | None = None) -> Suite:
         """This suite with only some hparam sets (by name; unknown names ignored) and dtypes."""
@@ -295,5 +313,6 @@ class Suite:
             variants=tuple(cfg.variants) if cfg.get("variants") is not None else None,
             implementations={str(k): str(v) for k, v in (plain(cfg.get("implementations", {})) or {}).items()},
             candidate_named=bool(cfg.get("candidate_named", True)),
+            describes=str(cfg.describes) if cfg.get("describes") else None,
             error_param_meta=plain(cfg.get("error_param_meta", {})) or {},
         )
