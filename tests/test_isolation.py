@@ -159,3 +159,16 @@ def test_default_out_dirs_of_two_runs_started_in_the_same_second_differ():
              for _ in range(2)}
     assert len(names) == 2 and all(re.search(r"-\d{8}-\d{6}-[0-9a-f]{4}$", n) for n in names), names
     assert re.search(r"-[0-9a-f]{4}$", str(compose_config(["suite=sgd"]).out_dir))
+
+
+def test_a_declared_raise_matches_a_subclass_as_torch_compile_wraps_it():
+    """Each unit starts with TorchDynamo reset, so a compiled case really compiles (before, a compiled case that
+    followed enough others could run past dynamo's recompile limit, eagerly). Compiled LBFGS on a non-contiguous
+    parameter then raises F17's RuntimeError as dynamo's TorchRuntimeError, a RuntimeError subclass."""
+    from torch._dynamo.exc import TorchRuntimeError
+
+    from optbench.suite.spec import Deviation
+
+    f17 = Deviation(finding="F17", reason="", raises="RuntimeError")
+    assert f17.raised_by(RuntimeError("view")) and f17.raised_by(TorchRuntimeError("fake tensor call"))
+    assert not f17.raised_by(ValueError("view")) and not Deviation(finding="F", reason="").raised_by(RuntimeError())

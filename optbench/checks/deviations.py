@@ -107,7 +107,7 @@ class DeviationsCheck:
             seen = ("no longer raises and passes parity: remove the declaration once the fix is released" if ok
                     else f"no longer raises {d.raises} but fails parity ({traj.errors.err_eps.max():.3g} eps)")
         except Exception as exc:
-            status = "xfail" if type(exc).__name__ == d.raises else "fail"
+            status = "xfail" if d.raised_by(exc) else "fail"
             message = str(exc).splitlines()[0] if str(exc) else ""
             seen = f"{'still raises' if status == 'xfail' else 'raises'} {type(exc).__name__}: {message}"
         labels = case.labels | {"hparams": case.hset.name}

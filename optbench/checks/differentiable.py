@@ -223,7 +223,7 @@ class DifferentiableCheck:
                         if fnmatch.fnmatchcase(wrt, d.tensor) and fnmatch.fnmatchcase(gate, d.gate)]
             finding = ""
             if kind == "raised":
-                i = next((i for i in matching if declared[i].raises == type(found).__name__), None)
+                i = next((i for i in matching if declared[i].raised_by(found)), None)
                 seen = f"{type(found).__name__}: {_first(found)}"
                 if i is not None:
                     claims[i].append((wrt, k, seen))

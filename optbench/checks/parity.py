@@ -142,7 +142,7 @@ class ParityCheck:
                                   keep_snapshots=True, one_step=one_step(ctx, suite, case.dtype),
                                   update_eps=update_eps(suite, case.dtype))
         except Exception as exc:
-            declared = next((d for d in raising if type(exc).__name__ == d.raises), None)
+            declared = next((d for d in raising if d.raised_by(exc)), None)
             if declared is None:
                 raise
             seen = f"still raises {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

@@ -24,7 +24,7 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
     if case.workload in ("", "model"):
         return None
     specs = ctx.timing_workload(case.suite, case.hset, case.dtype, case.workload).specs
-    return next((d for d in case.suite.deviations if d.raises == type(exc).__name__
+    return next((d for d in case.suite.deviations if d.raised_by(exc)
                  and d in case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name, d.check)
                  and any(d.matches_spec(s) for s in specs)),
                 None)

@@ -136,6 +136,11 @@ class Deviation:
         """A ``raises`` deviation that names no parameter: the case itself is expected to raise."""
         return bool(self.raises) and self.fqn == "*" and self.size == "any" and self.kind == "*"
 
+    def raised_by(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the declared ``raises``: that class or a subclass of it (under torch.compile,
+        dynamo re-raises a RuntimeError from the step as its TorchRuntimeError, a RuntimeError)."""
+        return bool(self.raises) and any(c.__name__ == self.raises for c in type(exc).__mro__)
+
     def matches_shape(self, shape: tuple[int, ...]) -> bool:
         if self.size == "zero":
             return 0 in shape
