@@ -11,7 +11,6 @@ SIGKILL). A line cut short by a kill mid-write is ignored when read back, and dr
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +29,6 @@ def _plain(value):
 
 def dumps(obj) -> str:
     return json.dumps(obj, default=_plain)
-
-
-def jsonable_row(r: dict) -> dict:
-    """A row as results.json holds it: inf and nan as text (strict JSON)."""
-    return {k: str(v) if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
 
 
 class Journal:

@@ -61,6 +61,7 @@ class Worker:
         self.ready = False
         self.keep_log = False
         self.units_run = 0
+        self.queued: dict = {}  # the unit request to send once the worker is ready
         threading.Thread(target=self._read, daemon=True).start()
         self.send(init)
 

@@ -137,6 +137,11 @@ class SuiteRun:
         self._plan = out
         return out
 
+    def plan_fingerprint(self) -> str:
+        if getattr(self, "_fingerprint", None) is None:
+            self._fingerprint = fingerprint(self.plan())
+        return self._fingerprint
+
     def labels_of(self, index: int) -> dict:
         check, case = self.plan()[index]
         return {"check": check.name, **case.labels}
@@ -154,13 +159,25 @@ class SuiteRun:
         if "torch._dynamo" in sys.modules:  # graphs compiled (shapes marked dynamic) by an earlier unit
             torch._dynamo.reset()
 
+    def run_unit(self, requests: list, fresh: bool = True, started=None):
+        """Run one unit's ``requests`` (``[index, "run" | "replay"]``, as ``Unit.requests`` gives them) in this
+        process, from a fresh unit state unless ``fresh`` is False; yields ``(index, mode, rows, line)`` per
+        request (a replay only rebuilds the scratch a later case reads: its rows are not recorded).
+        ``started(index)`` is called as each case begins. The worker process and ``jobs=0`` both run units so."""
+        if fresh:
+            self.reset_for_unit()
+        for index, mode in requests:
+            if started is not None:
+                started(index)
+            yield (index, mode, *self.execute(*self.plan()[index]))
+
     def run(self, resume: Record | None = None) -> Results:
         """Run the plan (``resume``: the rest of it) in worker processes; results written once, at the end."""
         lock = claim(self.results.out_dir, resume=resume is not None)
         try:
             self.start()
             plan = self.plan()
-            if resume is not None and resume.header.get("fingerprint") != fingerprint(plan):
+            if resume is not None and resume.header.get("fingerprint") != self.plan_fingerprint():
                 raise UsageError(f"{resume.path}: this optbench plans other cases for the run's config than the run "
                                  "did (optbench, torch or a suite file changed?): it cannot be resumed")
             how = self._run_plan(resume)
@@ -205,7 +222,7 @@ class SuiteRun:
     def _journal_header(self) -> dict:
         plan = [{"check": check.name, **{k: case.labels[k] for k in CASE_KEY}} for check, case in self.plan()]
         return {"config": self.results.meta["config"], "config_dirs": self.config_dirs,
-                "fingerprint": fingerprint(self.plan()), "meta": self.results.meta, "plan": plan}
+                "fingerprint": self.plan_fingerprint(), "meta": self.results.meta, "plan": plan}
 
     def _record(self, index: int, rows: list[dict], line: str) -> None:
         """The one writer: a finished case's rows into the journal, then the console."""
@@ -220,16 +237,14 @@ class SuiteRun:
     def _dispatch(self, parallel: list[Unit], timing: list[Unit]) -> None:
         if self.jobs == 0:  # in this process, no isolation: a crash or exit in the code under test ends the run
             for unit in parallel + timing:
-                self.reset_for_unit()
-                for index in unit.done:
-                    self.execute(*self.plan()[index])
-                for index in (i for i in unit.items if i not in unit.done):
-                    self._record(index, *self.execute(*self.plan()[index]))
+                for index, mode, rows, line in self.run_unit(unit.requests()):
+                    if mode == "run":
+                        self._record(index, rows, line)
             return
         init = {"op": "init", "cfg": self.results.meta["config"], "config_dirs": self.config_dirs,
                 "out_dir": str(self.results.out_dir), "sys_path": list(sys.path)}
         pool = Pool(self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
-                    self._record, fingerprint(self.plan()))
+                    self._record, self.plan_fingerprint())
         try:
             pool.run(longest_first(parallel, self.plan()))
             pool.run(timing, jobs=1)  # timing alone: no other worker runs a case meanwhile

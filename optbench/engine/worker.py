@@ -39,7 +39,7 @@ def serve(requests, out) -> None:
         if request["op"] == "init":
             sys.path[:] = request["sys_path"]
             try:
-                from optbench.engine.runner import SuiteRun, fingerprint, quiet_torch
+                from optbench.engine.runner import SuiteRun, quiet_torch
 
                 quiet_torch()
                 run = SuiteRun(OmegaConf.create(request["cfg"]), request["out_dir"],
@@ -49,18 +49,11 @@ def serve(requests, out) -> None:
                 _send(out, {"ev": "failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
                             "traceback": traceback.format_exc()})
                 return
-            _send(out, {"ev": "ready", "cases": len(plan), "fingerprint": fingerprint(plan)})
-        elif request["op"] == "unit":
-            if request.get("fresh", True):  # False: the next case of the unit before (the pytest gate's items)
-                run.reset_for_unit()
-            for index, mode in request["items"]:
-                check, case = plan[index]
-                _send(out, {"ev": "start", "index": index})
-                rows, line = run.execute(check, case)
-                event = {"ev": "case", "index": index}
-                if mode == "run":
-                    event |= {"rows": rows, "line": line}
-                _send(out, event)
+            _send(out, {"ev": "ready", "cases": len(plan), "fingerprint": run.plan_fingerprint()})
+        elif request["op"] == "unit":  # fresh: False goes on from the last unit's state (the pytest gate's items)
+            for index, mode, rows, line in run.run_unit(request["items"], request.get("fresh", True),
+                                                        lambda i: _send(out, {"ev": "start", "index": i})):
+                _send(out, {"ev": "case", "index": index} | ({"rows": rows, "line": line} if mode == "run" else {}))
             _send(out, {"ev": "unit-done"})
 
 
