@@ -181,6 +181,9 @@ class SuiteRun:
                 raise UsageError(f"{resume.path}: this optbench plans other cases for the run's config than the run "
                                  "did (optbench, torch or a suite file changed?): it cannot be resumed")
             how = self._run_plan(resume)
+            if how["status"] == FINISHED and len(self._by_case) < len(plan):  # never "finished" with a case unrecorded
+                missing = len(plan) - len(self._by_case)
+                how = {"status": "crashed", "how": f"the harness lost {missing} case(s): never recorded"}
             self.results.rows = [r for i in sorted(self._by_case) for r in self._by_case[i]]
             return self.finish(run=how | {"planned_cases": len(plan), "finished_cases": len(self._by_case),
                                           "jobs": self.jobs})
