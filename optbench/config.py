@@ -6,24 +6,12 @@ here, so a bad override answers in one line (``UsageError``) wherever it is give
 
 from __future__ import annotations
 
-import functools
-import secrets
 from importlib import resources
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from optbench.suites import CONFIG_MODULE
+from optbench.suites import CONFIG_MODULE, run_tag  # noqa: F401  (run_tag: the out_dir tag, re-exported)
 from optbench.usage import UsageError, did_you_mean
-
-
-@functools.cache
-def run_tag() -> str:
-    """Four random hex digits, the same for the whole process: ``out_dir``'s default ends in it, so two runs
-    started in the same second never share a folder."""
-    return secrets.token_hex(2)
-
-
-OmegaConf.register_new_resolver("optbench_run_tag", run_tag, replace=True)
 
 
 def config_names(group: str, config_dirs=()) -> list[str]:

@@ -42,6 +42,7 @@ MEASURING = ("speed", "memory", "scaling")  # checks whose product is a measurem
 PASS, FAIL, MEASURED, NOTHING_VERIFIED = "PASS", "FAIL", "MEASURED", "NOTHING VERIFIED"
 INCOMPLETE = "INCOMPLETE"
 FINISHED = "finished"
+STOPPED = "stopped"  # at max_failures failing cases: a FAIL whatever the rest would have said
 
 
 @dataclass(frozen=True)
@@ -86,13 +87,15 @@ def verdict(rows, checks=(), run: dict | None = None) -> Verdict:
     """The one rule, over ``rows``, a run's ``run`` record deciding first.
 
     INCOMPLETE: the run did not finish its plan (``run``: results.json's record of how it ended): exit 4, never a
-    PASS, whatever its rows say; the rest of the rule applies to a finished run (``checks``: the run's, to name
-    when none had a case).
+    PASS, whatever its rows say (FAIL where it stopped at ``max_failures`` failing cases); the rest of the rule
+    applies to a finished run (``checks``: the run's, to name when none had a case).
 
     FAIL: a ``fail`` or ``error`` row. PASS: else a row that verified something (pass, fail, xfail, xpass).
     MEASURED: else measurements (``info`` rows) of the measuring checks only (speed, memory, scaling).
     NOTHING VERIFIED: else (no row at all, or only skip, unsupported and info): exit 3, never a PASS."""
     rows = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    if isinstance(run, dict) and run.get("status") == STOPPED and any(r["status"] in FAILING for r in rows):
+        return Verdict(FAIL, f"{verdict(rows, checks).why}; {incomplete(run)}")
     if why := incomplete(run):
         so_far = verdict(rows, checks)
         return Verdict(INCOMPLETE, f"{why}; so far {so_far.name}" + (f": {so_far.why}" if so_far.why else ""))

@@ -65,7 +65,7 @@ def test_user_mistakes_are_one_line_exit_2(args, message, capsys, monkeypatch, t
 @pytest.mark.parametrize("control", sorted(CONTROLS))
 def test_correct_candidates_pass(control, tmp_path):
     code = run(tmp_path, f"suite={CONTROLS[control]}", f"candidate=optbench.mutants.{control}", "impl=[candidate]",
-               "dtype=[float64,float32]", "checks=[parity,roundtrip]", "steps=20")
+               "dtype=[float64,float32]", "checks=[parity,roundtrip]", "steps=10")
     assert code == 0, failing(tmp_path)
     verdicts = [r for r in rows(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert verdicts and all(r["impl"].startswith("candidate:") for r in verdicts)
@@ -76,12 +76,13 @@ def test_correct_candidates_pass(control, tmp_path):
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_mutants_are_caught_through_candidate(mutant, tmp_path):
     """Every deliberately wrong optimizer fails its suite at float32 (or the one dtype its bug exists at) and
-    exits 1, caught by the one check that must catch it (parity unless the catalogue says otherwise), run alone.
-    (Detection at every dtype, bfloat16 and float16 included, is ``optbench mutants``.)"""
+    exits 1, caught by the one check that must catch it (parity unless the catalogue says otherwise), run alone and
+    stopped at its first failing case (max_failures=1). (Detection at every dtype, bfloat16 and float16 included, is
+    ``optbench mutants``.)"""
     suite, check = MUTANTS[mutant], CAUGHT_BY.get(mutant, "parity")
     dtype = "float32" if "float32" in EXISTS_AT.get(mutant, ("float32",)) else EXISTS_AT[mutant][0]
     code = run(tmp_path, f"suite={suite}", f"candidate=optbench.mutants.{mutant}", "impl=[candidate]",
-               f"dtype={dtype}", f"checks=[{check}]", f"steps={STEPS.get(suite, 25)}")
+               f"dtype={dtype}", f"checks=[{check}]", f"steps={STEPS.get(suite, 25)}", "max_failures=1")
     assert code == 1, f"{mutant} slipped through"
     caught = detecting(rows(tmp_path))
     assert any(c == check or c.startswith(check + "/") for c in caught), f"{mutant}: caught by {caught}, not {check}"

@@ -24,7 +24,7 @@ REPO = Path(__file__).parents[1]
 CANDIDATE_RUN = ["jobs=2", "suite=sgd", "dtype=float32", "impl=[for-loop,candidate]", "options={lr: 0.1}",
                  "checks=[parity,cross]", "history_dir=null"]
 PLAIN_RUN = ["jobs=2", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]",
-             "checks=[parity,cross,roundtrip,errors]", "history_dir=null"]
+             "checks=[parity,cross,roundtrip,errors]", "steps=5", "history_dir=null"]
 
 
 def optbench(*args, timeout=600) -> subprocess.CompletedProcess:
@@ -59,9 +59,10 @@ def test_a_candidate_that_ends_or_hangs_its_process_is_an_error_row_and_the_run_
     assert any(r["impl"] == "for-loop" and r["check"] == "parity" and r["status"] == "pass" for r in data["rows"])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory):
-    """The plain run with two workers, and in this process (jobs=0)."""
+    """The plain run with two workers, and in this process (jobs=0); once per session (its tests share an
+    xdist_group, so one pytest-xdist worker computes it, whatever other modules run between them)."""
     outs = {}
     for jobs in (2, 0):
         outs[jobs] = tmp_path_factory.mktemp("whole") / f"jobs{jobs}"
@@ -70,6 +71,7 @@ def uninterrupted(tmp_path_factory):
     return outs
 
 
+@pytest.mark.xdist_group("uninterrupted")
 def test_the_rows_are_the_same_whatever_the_number_of_workers(uninterrupted, tmp_path):
     done = optbench("run", *PLAIN_RUN[1:], "jobs=1", f"out_dir={tmp_path / 'one'}")
     assert done.returncode == 0, done.stderr
@@ -94,6 +96,7 @@ def _interrupted(out: Path, signum: int, after_cases: int = 12) -> tuple[int, st
     return proc.returncode, stderr
 
 
+@pytest.mark.xdist_group("uninterrupted")
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGKILL, -9)])
 def test_an_interrupted_run_says_incomplete_everywhere_and_resumes_to_the_uninterrupted_rows(
         uninterrupted, tmp_path, signum, code, capsys):

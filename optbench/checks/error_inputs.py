@@ -5,7 +5,14 @@ own optimizers (``TORCH_OPTIM``: learning-rate validation); a suite adds its opt
 (``error_inputs:``: bad betas, dense gradients to SparseAdam, 1-D parameters to Muon, ...). Each is
 built (and, with ``at: step``, stepped) with the optimizer class as given, no implementation flags
 added, and passes when it raises the declared exception (or warns, for a Warning class) with a
-message matching ``match``. A candidate faces the same inputs as torch's class.
+message matching ``match``.
+
+A candidate that is or subclasses the suite's class faces the same inputs as torch's class. Any other candidate is
+held to rejecting, not to torch's wording: it passes by raising the declared class or one its spec's ``rejects``
+names, with any message; an input whose options its constructor does not take (renames applied) is
+``unsupported``, and torch.optim's own conventions (a Tensor-valued option, ``fused``/``foreach``/...) are not
+asked of it unless its spec's ``error_inputs`` names them; inputs its spec's ``error_inputs`` leaves out are
+``skip``.
 
 An input's parameters carry the attributes its ``meta`` names (the suite's ``error_param_meta`` unless the
 input has its own), for optimizers that read metadata from their parameters (u-muP's ``mup_type``). Where
@@ -25,7 +32,7 @@ from optbench.cases import Case, Outcome, RunContext
 from optbench.implementations import Implementation
 from optbench.metrics import ERRORS_REJECTED
 from optbench.results import row
-from optbench.suite.hyperparameters import for_torch
+from optbench.suite.hyperparameters import IMPLEMENTATION_FLAGS, for_torch, is_tensor_form
 from optbench.suite.spec import ErrorInput, Suite
 
 # What torch.optim.Optimizer itself enforces, for any subclass.
@@ -94,9 +101,10 @@ def _exception_class(name: str) -> type:
     return cls
 
 
-def attempt(cls: type, e: ErrorInput, meta: dict | None = None) -> tuple[BaseException | None, str]:
-    """Build (and step) ``cls`` as ``e`` says, its parameters carrying ``e.meta`` (else ``meta``); (what was
-    raised or warned, or None; where)."""
+def attempt(cls: type, e: ErrorInput, meta: dict | None = None,
+            options: dict | None = None) -> tuple[BaseException | None, str]:
+    """Build (and step) ``cls`` as ``e`` says (with ``options``, ``e.options`` spelled as ``cls`` spells them),
+    its parameters carrying ``e.meta`` (else ``meta``); (what was raised or warned, or None; where)."""
     expected = _exception_class(e.raises)
     params, with_grad = PARAMS[e.params]()
     for p in with_grad:
@@ -106,7 +114,7 @@ def attempt(cls: type, e: ErrorInput, meta: dict | None = None) -> tuple[BaseExc
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            optimizer = cls(params, **for_torch(e.options))
+            optimizer = cls(params, **for_torch(e.options if options is None else options))
             if e.at == "step":
                 where = "step"
                 for p in with_grad:
@@ -121,6 +129,29 @@ def attempt(cls: type, e: ErrorInput, meta: dict | None = None) -> tuple[BaseExc
         found = next((w.message for w in caught if issubclass(w.category, expected)), None)
         return found, "construction"
     return None, where
+
+
+def torch_convention(e: ErrorInput) -> bool:
+    """An input about torch.optim's own conventions: a Tensor-valued option, or an implementation flag."""
+    def tensor(value) -> bool:
+        return is_tensor_form(value) or isinstance(value, (list, tuple)) and any(map(tensor, value))
+
+    return any(map(tensor, e.options.values())) or any(k in IMPLEMENTATION_FLAGS for k in e.options)
+
+
+def not_asked(impl: Implementation, e: ErrorInput, suite: Suite) -> str:
+    """Why a candidate that is not the suite's class is not asked ``e`` ("" if it is): its spec leaves ``e`` out, a
+    torch.optim convention it need not follow, or an option its constructor does not take."""
+    spec = impl.spec
+    if spec is not None and not spec.error_input_applies(e.desc):
+        return f"not asked of this candidate: its spec's error_inputs leaves {e.desc!r} out ({spec.source})"
+    if torch_convention(e) and (spec is None or spec.error_inputs is None):
+        return (f"unsupported by candidate: a torch.optim convention ({e.desc}) not asked of a class that does not "
+                f"subclass {suite.optimizer or suite.describes}; its spec's error_inputs can ask it")
+    missing = impl.options_not_taken(e.options)
+    if missing:
+        return f"unsupported by candidate: its constructor takes no {', '.join(missing)}"
+    return ""
 
 
 class ErrorsCheck:
@@ -142,13 +173,23 @@ class ErrorsCheck:
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         e = error_inputs(case.suite)[int(case.label)]
-        raised, where = attempt(case.impl.optimizer_class, e, case.suite.error_param_meta)
+        labels = case.labels | {"hparams": e.desc}
+        impl, suite = case.impl, case.suite
+        foreign = impl.is_candidate and not suite.described_by_deviations(impl.optimizer_class)
+        if why := (not_asked(impl, e, suite) if foreign else ""):
+            status = "skip" if why.startswith("not asked") else "unsupported"
+            return Outcome([row(labels, check="errors", metric=ERRORS_REJECTED, value=0.0, status=status,
+                                detail=why)])
+        raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, impl.spelled(e.options))
         expected = _exception_class(e.raises)
+        rejecting = (expected, *map(_exception_class, impl.spec.rejects)) if foreign and impl.spec else (expected,)
         message = str(raised).splitlines()[0] if raised is not None and str(raised) else ""
         if raised is None:
             status, detail = "fail", f"accepted: expected {e.raises} matching {e.match!r} at {e.at}"
         elif isinstance(raised, expected) and re.search(e.match, str(raised)):
             status, detail = "pass", f"{type(raised).__name__} at {where}: {message}"
+        elif foreign and isinstance(raised, rejecting):  # its own wording: a rejection all the same
+            status, detail = "pass", f"rejected in its own words: {type(raised).__name__} at {where}: {message}"
         else:
             status, detail = "fail", (f"expected {e.raises} matching {e.match!r}, got {type(raised).__name__} "
                                       f"at {where}: {message}")
@@ -156,7 +197,6 @@ class ErrorsCheck:
         if declared:
             status = {"fail": "xfail", "pass": "xpass"}[status]
             detail = f"{declared[0].finding}: {declared[0].reason} Observed: {detail}"
-        labels = case.labels | {"hparams": e.desc}
         rows = [row(labels, check="errors", metric=ERRORS_REJECTED, value=float(status == "pass"), status=status,
                     detail=detail, finding=declared[0].finding if declared else "")]
         shown = {"fail": "FAIL ", "xfail": "XFAIL", "xpass": "XPASS"}.get(status)

@@ -26,7 +26,7 @@ from optbench.numerics.accuracy import tolerance_eps
 from optbench.numerics.precision import precision_rows
 from optbench.numerics.trajectory import run_trajectory
 from optbench.results import row
-from optbench.suite.hyperparameters import describe, not_taken
+from optbench.suite.hyperparameters import describe
 from optbench.suite.spec import DTYPES, Suite
 
 BASELINE = "for-loop"
@@ -54,9 +54,9 @@ def unsupported(case: Case, ctx: RunContext) -> str:
     """Why the implementation does not take this hparam set ("" if it does)."""
     impl, hset = case.impl, case.hset
     if impl.is_candidate:
-        missing = not_taken(impl.optimizer_class, {k for opts in hset.group_options() for k in opts})
+        missing = impl.options_not_taken(hset.option_names())
         if missing:
-            return f"unsupported by candidate: its constructor takes no {', '.join(sorted(missing))}"
+            return f"unsupported by candidate: its constructor takes no {', '.join(missing)}"
     params = ctx.workload(case.suite, hset, case.dtype).materialize(DTYPES[case.dtype], ctx.device)
     try:
         hset.build(impl, params)
@@ -81,6 +81,15 @@ def complex_rejection(case: Case, ctx: RunContext) -> str:
         return ""
     why = case.impl.available(ctx.device, dtype)
     return why if why and not case.impl.available(ctx.device, dtype.to_real()) else ""
+
+
+def one_sided_detail(one_sided: dict) -> str:
+    """State keys only one side keeps, per side: what a candidate spec's state map is for."""
+    sides: dict[str, list[str]] = {}
+    for key, side in sorted(one_sided.items()):
+        sides.setdefault(side, []).append(repr(key))
+    return ("; ".join(f"state key(s) {', '.join(keys)} kept only by {side}" for side, keys in sides.items())
+            + " (a candidate spec's state.keys maps them, state.ignore leaves them out: docs/candidates.md)")
 
 
 class ParityCheck:
@@ -162,10 +171,10 @@ class ParityCheck:
         gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
         ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor)
                                                      for _, errs in declared for e in errs.itertuples()}
-        rows, line = self._rows(case, gated, declared)
+        rows, line = self._rows(case, gated, declared, traj.one_sided)
         return Outcome(rows + precision_rows(case.labels, traj.dtypes) + fixed, line)
 
-    def _rows(self, case: Case, gated, declared) -> tuple[list[dict], str]:
+    def _rows(self, case: Case, gated, declared, one_sided: dict) -> tuple[list[dict], str]:
         labels = case.labels
         over = gated[gated.err_eps > gated.tol]
         drift, local = gated[gated.kind == "trajectory"], gated[gated.kind == "one-step"]
@@ -176,6 +185,8 @@ class ParityCheck:
             status = "fail"
             detail = (f"first past tolerance: step {first.step} {first.fqn}/{first.tensor} ({first.kind}): "
                       f"{first.err_eps:.3g} eps > {first.tol:.3g} eps")
+            if one_sided:
+                detail = f"{one_sided_detail(one_sided)}; {detail}"
         else:
             status = ("fail" if "fail" in dev_status else "xfail" if "xfail" in dev_status
                       else "xpass" if "xpass" in dev_status else "pass")

@@ -18,11 +18,11 @@ from dataclasses import replace
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.roundtrip_scenario import Session, run_scenario
-from optbench.metrics import positional_metric, roundtrip_metric
+from optbench.metrics import CASE_UNSUPPORTED, positional_metric, roundtrip_metric
 from optbench.results import row
 from optbench.state.positional import POSITIONAL
 from optbench.state.scenarios import BY_NAME, SCENARIOS
-from optbench.suite.spec import DTYPES, Suite
+from optbench.suite.spec import DTYPES, HparamSet, Suite
 from optbench.usage import UsageError
 from optbench.workloads import Workload
 
@@ -70,6 +70,18 @@ def _unnamed_outcome(case: Case, ctx: RunContext, why: str) -> Outcome:
     return Outcome(rows, line)
 
 
+def taken_set(impl, suite: Suite, hset: HparamSet) -> tuple[HparamSet | None, str]:
+    """The hparam set a round-trip of ``impl`` runs on: the suite's ``roundtrip_hparams`` or, for a candidate whose
+    constructor does not take its options, the first set it takes whole; (None, why) where it takes none."""
+    if not impl.is_candidate or not impl.options_not_taken(hset.option_names()):
+        return hset, ""
+    taken = next((h for h in suite.hparams if not impl.options_not_taken(h.option_names())), None)
+    if taken is None:
+        return None, (f"unsupported by candidate: it takes no {', '.join(impl.options_not_taken(hset.option_names()))} "
+                      f"(round-trip set {hset.name!r}) and no other set whole either")
+    return taken, ""
+
+
 class RoundTripCheck:
     """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``; a row per scenario."""
 
@@ -80,13 +92,20 @@ class RoundTripCheck:
         for key in ("scenarios", "compiled"):
             _chosen(ctx, key)  # a misspelt name is a usage error before anything runs
         dtype, hset = str(ctx.cfg.roundtrip.dtype), suite.hparam_set(suite.roundtrip_hparams)
-        return [Case(suite, impl, dtype, hset, ctx.device) for impl in ctx.impls[suite.name]
-                if not ctx.unavailable(impl, dtype)]
+        out = []
+        for impl in (i for i in ctx.impls[suite.name] if not ctx.unavailable(i, dtype)):
+            taken, why = taken_set(impl, suite, hset)
+            out.append(Case(suite, impl, dtype, taken or hset, ctx.device, skip=why if taken is None else ""))
+        return out
 
     def group(self, case: Case) -> tuple:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
+        if case.skip:  # a candidate that takes no hparam set's options
+            return Outcome([row(case.labels, check="roundtrip", metric=CASE_UNSUPPORTED, value=1,
+                                status="unsupported", detail=case.skip)],
+                           f"  UNSUP round-trip {case.impl_name:>10}: {case.skip}")
         rt = ctx.cfg.roundtrip
         workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
         if not case.impl.named:

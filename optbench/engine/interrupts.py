@@ -7,6 +7,13 @@ import signal
 from contextlib import contextmanager
 
 
+class MaxFailuresReached(Exception):
+    """The run recorded ``max_failures`` failing cases and stops there (a CI's fail-fast)."""
+
+    def __init__(self, failures: int):
+        super().__init__(f"stopped after {failures} failing case(s) (max_failures={failures})")
+
+
 class Interrupted(Exception):
     """The run was asked to stop by a signal (SIGTERM; Ctrl-C arrives as KeyboardInterrupt)."""
 

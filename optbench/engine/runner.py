@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
 from optbench.engine.history import record_quietly
-from optbench.engine.interrupts import Interrupted, sigterm_interrupts
+from optbench.engine.interrupts import Interrupted, MaxFailuresReached, sigterm_interrupts
 from optbench.engine.machine import machine_info
 from optbench.engine.out_dir import claim
 from optbench.engine.pool import Pool
@@ -41,14 +41,16 @@ from optbench.engine.selection import (
     resolve_dtypes,
     resolve_implementations,
     resolve_jobs,
+    resolve_max_failures,
     resolve_options,
     resolve_steps,
     resolve_timing,
 )
 from optbench.engine.units import Unit, cut_into_units, longest_first, unfinished
+from optbench.implementations.candidate import candidate_meta, defaults_warning
 from optbench.journal import JOURNAL, Journal, Record
 from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS, RUN_CASE_S
-from optbench.results import CASE_KEY, FINISHED, SCHEMA_VERSION, Results, row
+from optbench.results import CASE_KEY, FAILING, FINISHED, SCHEMA_VERSION, STOPPED, Results, row
 from optbench.suite.catalog import is_meta, resolve
 from optbench.usage import UsageError
 
@@ -95,6 +97,7 @@ class SuiteRun:
         self.steps, self.seed = resolve_steps(cfg)
         resolve_timing(cfg)
         self.jobs, self.case_timeout_s = resolve_jobs(cfg), resolve_case_timeout(cfg)
+        self.max_failures = resolve_max_failures(cfg)
         suites = resolve(cfg.suite, config_dirs)
         meta = is_meta(cfg.suite)
         if meta and (cfg.candidate or cfg.get("options")):
@@ -112,6 +115,8 @@ class SuiteRun:
             candidate=candidate)
         meta_info = {"machine": machine_info(self.device) if probe_machine else {},
                      "config": OmegaConf.to_container(cfg, resolve=True), "suites": [s.name for s in self.suites]}
+        if candidate is not None:
+            meta_info["candidate"] = candidate_meta(candidate, self.suites[0].defaults(candidate.optimizer_class))
         self.results = Results(Path(out_dir), meta_info)
         self._plan = None
         self._group = None
@@ -195,6 +200,7 @@ class SuiteRun:
         out_dir, plan = self.results.out_dir, self.plan()
         self._by_case: dict[int, list[dict]] = {}
         self._writing_s = 0.0  # the journal's share of the run: meta.run.journal_writing_s
+        self._failed = 0  # cases with a fail or error row, for max_failures
         try:
             if resume is not None:
                 self._by_case.update({i: rows for i, rows in resume.cases.items() if 0 <= i < len(plan)})
@@ -211,6 +217,8 @@ class SuiteRun:
             return {"status": "interrupted", "how": "interrupted by SIGINT", "signal": signal.SIGINT.value}
         except Interrupted as exc:
             return {"status": "interrupted", "how": f"interrupted by {exc}", "signal": exc.signum}
+        except MaxFailuresReached as exc:
+            return {"status": STOPPED, "how": str(exc)}
         except OSError as exc:  # the disk filled, the folder went away: what was measured is kept, if it can be
             return {"status": "crashed", "how": f"the harness could not write: {exc}"}
         except Exception as exc:  # a harness bug, or a worker that could not start: never a silent PASS
@@ -236,6 +244,10 @@ class SuiteRun:
         self._bar.update(1)
         if line:
             self._line(line)
+        if self.max_failures and any(r["status"] in FAILING for r in rows):
+            self._failed += 1
+            if self._failed >= self.max_failures:
+                raise MaxFailuresReached(self._failed)
 
     def _dispatch(self, parallel: list[Unit], timing: list[Unit]) -> None:
         if self.jobs == 0:  # in this process, no isolation: a crash or exit in the code under test ends the run
@@ -263,6 +275,8 @@ class SuiteRun:
         jobs = "in this process" if self.jobs == 0 else f"{self.jobs} worker(s)"
         self.echo(f"optbench: {len(self.suites)} suite(s) ({names}) on {self.device}, dtypes {', '.join(dtypes)}, "
                   f"checks {', '.join(c for c in REGISTRY if c in self.checks)}; {jobs}")
+        if warning := defaults_warning(self.results.meta.get("candidate") or {"defaults": []}):
+            self.echo(warning)
 
     def run_case(self, check, case: Case, echo=None) -> list[dict]:
         """Run one planned (check, case) in this process, called in plan order (a new group starts from a fresh

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -20,6 +21,7 @@ from optbench.implementations import (
     master_variants,
     torch_implementations,
 )
+from optbench.implementations.candidate_spec import CandidateSpec, CandidateSpecError, is_spec_file, load_spec_file
 from optbench.suite.hyperparameters import plain
 from optbench.suite.spec import DTYPES, HparamSet, Suite
 from optbench.usage import UsageError, did_you_mean
@@ -149,12 +151,25 @@ def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
 CANDIDATE_DEVIATIONS = ("auto", "all", "none")
 
 
+def candidate_spec(candidate: str, suite: Suite) -> CandidateSpec:
+    """``candidate=``'s adapter: the spec file it names, else the suite's ``candidates:`` entry for the class it
+    names, else none (the class taken as written)."""
+    if is_spec_file(candidate):
+        path = Path(candidate).expanduser()
+        if not path.is_file():
+            raise UsageError(f"candidate={candidate}: no such candidate spec file")
+        return load_spec_file(path)
+    return suite.candidate_spec(candidate) or CandidateSpec(cls=candidate, source="candidate=")
+
+
 def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:
     """The candidate; the suite's declared deviations cover it (``candidate_deviations``) when it is or subclasses
     the class they describe (auto), always (all: it reproduces torch's departures on purpose) or never (none)."""
     try:
-        candidate = candidate_implementation(str(cfg.candidate), _mapping(cfg, "candidate_kwargs"))
-    except CandidateError as exc:
+        spec = candidate_spec(str(cfg.candidate), suite)
+        candidate = candidate_implementation(spec, suite.defaults(load_optimizer_class(spec.cls)),
+                                             _mapping(cfg, "candidate_kwargs"))
+    except (CandidateError, CandidateSpecError) as exc:
         raise UsageError(str(exc)) from None
     rule = str(cfg.get("candidate_deviations", "auto"))
     if rule not in CANDIDATE_DEVIATIONS:
@@ -246,6 +261,11 @@ def resolve_jobs(cfg: DictConfig) -> int:
     except (TypeError, ValueError):
         raise UsageError(f"jobs={value}: need auto, 0 (in this process) or a number of worker processes") from None
     return jobs
+
+
+def resolve_max_failures(cfg: DictConfig) -> int:
+    """``max_failures``: stop the run after this many failing cases (0: never)."""
+    return _int(cfg, "max_failures", 0) if cfg.get("max_failures") is not None else 0
 
 
 def resolve_case_timeout(cfg: DictConfig) -> float:

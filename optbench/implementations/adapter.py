@@ -51,17 +51,36 @@ class Implementation:
     checks: tuple[str, ...] | None = None
     named: bool = True  # False: built from plain tensors, for a class that cannot take named parameters
     inherits_deviations: bool = True  # the suite's declared deviations cover it (a candidate: see Suite.deviations_for)
+    base_kwargs: dict = field(default_factory=dict)  # a candidate's reference defaults and fixed arguments
+    spec: object = None  # a candidate's CandidateSpec (implementations.candidate_spec)
+
+    def spelled(self, options: dict) -> dict:
+        """``options`` (the reference's names) as this implementation's constructor spells them."""
+        return self.spec.renamed(options) if self.spec is not None else dict(options)
+
+    def options_not_taken(self, options) -> list[str]:
+        """The reference's options (names) this implementation's constructor does not take, renames applied."""
+        return sorted(o for o in options if not takes(self.optimizer_class, self.spelled({o: None}).popitem()[0]))
+
+    @property
+    def skipped_state(self) -> frozenset[str]:
+        """State tensor names compared on neither side (a candidate spec's ``ignore``, and ``step: none``)."""
+        return self.spec.skipped_state() if self.spec is not None else frozenset()
 
 
     def build(self, groups: ParamGroups, options: dict | None = None) -> Stepper:
         if not self.named:  # the names stay with the harness (it pairs tensors by identity); torch records none
             groups = [{**g, "params": [p[1] if isinstance(p, tuple) else p for p in g["params"]]} for g in groups]
-        kwargs = {**(options or {}), **self.extra_kwargs, **self.flags}
+        if self.spec is not None:
+            groups = [self.spec.renamed(g) for g in groups]  # "params" is never renamed
+        kwargs = {**self.base_kwargs, **self.spelled(options or {}), **self.extra_kwargs, **self.flags}
         if "parameters_names" not in kwargs and takes(self.optimizer_class, "parameters_names", through_kwargs=False):
             named = all(isinstance(p, tuple) for g in groups for p in g["params"])
             if named:  # icefall's ScaledAdam: the names per group, List[List[str]], beside the named params
                 kwargs["parameters_names"] = [[n for n, _ in g["params"]] for g in groups]
         optimizer = self.optimizer_class(groups, **kwargs)
+        if self.spec is not None:
+            self.spec.attach(optimizer)
         step = optimizer.step
         if self.compiled:
             torch._dynamo.reset()  # a fresh cache per build: past its recompile limit dynamo runs eager

@@ -2,50 +2,77 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
-
 import torch
 
+from optbench.suite.hyperparameters import constructor_defaults, takes
+
 from .adapter import Implementation
-
-
-class CandidateError(ValueError):
-    """The dotted path does not name an importable torch optimizer class."""
-
-
-def importable_from_cwd() -> None:
-    """Let ``candidate=`` and ``reference:`` name modules in the current directory, as ``python -m`` does."""
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
+from .candidate_spec import CandidateSpec
+from .dotted import CandidateError, import_dotted
 
 
 def load_optimizer_class(dotted_path: str, what: str = "candidate") -> type:
-    importable_from_cwd()
-    module_name, _, class_name = dotted_path.rpartition(".")
-    if not module_name:
-        raise CandidateError(f"{what} must be a dotted path like 'my_pkg.optim.MyAdam', got {dotted_path!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CandidateError(f"cannot import {what} module {module_name!r}: {exc}") from None
-    except (Exception, SystemExit) as exc:  # the module's own code raised while importing
-        import traceback
-
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        message = str(exc).splitlines()[0] if str(exc) else ""
-        raise CandidateError(f"{what} module {module_name!r} raised at import: {type(exc).__name__}: {message} "
-                             f"({where.filename}:{where.lineno})") from None
-    cls = getattr(module, class_name, None)
-    if cls is None:
-        raise CandidateError(f"module {module_name!r} has no attribute {class_name!r}")
+    cls = import_dotted(dotted_path, what)
     if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
         raise CandidateError(f"{what} {dotted_path!r} is not a torch.optim.Optimizer subclass")
     return cls
 
 
-def candidate_implementation(dotted_path: str, kwargs: dict | None = None) -> Implementation:
-    """The candidate class, built with the suite's hyperparameters plus ``kwargs`` (candidate_kwargs)."""
-    return Implementation(f"candidate:{dotted_path.rpartition('.')[2]}", load_optimizer_class(dotted_path),
-                          is_candidate=True, extra_kwargs=dict(kwargs or {}))
+def candidate_implementation(spec: CandidateSpec, reference_defaults: dict,
+                             kwargs: dict | None = None) -> Implementation:
+    """The candidate ``spec`` names, built with the reference's value of every option its constructor names (the
+    suite's defaults, under the spec's renames), then ``spec.fixed``, the hparam set's options, and ``kwargs``
+    (candidate_kwargs) over all of them."""
+    cls = load_optimizer_class(spec.cls)
+    spec.decoder()  # a decoder that cannot be imported is the user's to fix before anything runs
+    taken = {spec.rename.get(k, k): v for k, v in reference_defaults.items()}
+    base = {k: v for k, v in taken.items() if takes(cls, k, through_kwargs=False)}
+    return Implementation(f"candidate:{spec.cls.rpartition('.')[2]}", cls, is_candidate=True,
+                          extra_kwargs=dict(kwargs or {}), base_kwargs={**base, **spec.fixed}, spec=spec)
+
+
+def defaults_table(impl: Implementation, reference_defaults: dict) -> list[dict]:
+    """Per option: the reference's value, the candidate's own default and what it is built with (``built``)."""
+    spec, own = impl.spec, constructor_defaults(impl.optimizer_class)
+    rows = []
+    for option, value in reference_defaults.items():
+        argument = spec.rename.get(option, option)
+        taken = takes(impl.optimizer_class, argument, through_kwargs=False)
+        rows.append({"option": option, "argument": argument if taken else "", "reference": value,
+                     "candidate": own.get(argument, "(no default)") if taken else "(not taken)",
+                     "built": impl.base_kwargs.get(argument, "") if taken else ""})
+    mapped = {spec.rename.get(o, o) for o in reference_defaults}
+    for argument, value in own.items():
+        if argument not in mapped:
+            rows.append({"option": "", "argument": argument, "reference": "(not an option of the reference)",
+                         "candidate": value, "built": spec.fixed.get(argument, value)})
+    for row in rows:
+        row["differs"] = row["argument"] != "" and row["option"] != "" and not _same(row["candidate"], row["reference"])
+    return rows
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # a Tensor default, say
+        return False
+
+
+def candidate_meta(impl: Implementation, reference_defaults: dict) -> dict:
+    """What results.json and the report say of the candidate: its class, its spec, its defaults table."""
+    table = [{k: v if isinstance(v, (bool, str)) else repr(v) if not isinstance(v, (int, float)) else v
+              for k, v in row.items()} for row in defaults_table(impl, reference_defaults)]
+    return {"name": impl.name, "class": impl.spec.cls, "spec": impl.spec.source, "note": impl.spec.note,
+            "defaults": table}
+
+
+def defaults_warning(meta: dict) -> str:
+    """One console line when the candidate's own defaults differ from the reference's values ("" if none do)."""
+    differs = [f"{r['argument']}={r['candidate']} (reference {r['reference']})"
+               for r in meta["defaults"] if r["differs"]]
+    if not differs:
+        return ""
+    return (f"warning: {meta['name']}'s own defaults differ from the reference's: {', '.join(differs)}; it is built "
+            "with the reference's values (report.md, 'Candidate')")

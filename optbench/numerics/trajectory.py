@@ -84,6 +84,8 @@ class Trajectory:
     snapshots: list[dict] = field(default_factory=list)
     # (fqn, tensor) -> dtype name it was kept in (optbench.numerics.precision)
     dtypes: dict = field(default_factory=dict)
+    # state tensor name -> the one side that keeps it ("the implementation" or "the reference")
+    one_sided: dict = field(default_factory=dict)
 
 
 class _GradientReference:
@@ -246,7 +248,8 @@ def run_trajectory(
     scheduler = torch_scheduler(hset.schedule, stepper.optimizer) if hset.schedule else None
     base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
     lr_groups = _groups_by_name(stepper.optimizer, stepped) if hset.schedule else {}
-    rows, snapshots, scales, noise = [], [], {}, {}
+    rows, snapshots, scales, noise, one_sided = [], [], {}, {}, {}
+    skipped = impl.skipped_state  # a candidate spec's ignore (and step: none): compared on neither side
     # The one-step gate feeds one tensor's own state to a per-tensor reference: not for a group-coupled step.
     local = OneStep(reference, hp, judged, update_eps) if one_step and kind == "gradient" else None
     for step in range(workload.steps):
@@ -268,6 +271,9 @@ def run_trajectory(
         if scheduler is not None:
             scheduler.step()
         actual, expected = snapshot(stepper.optimizer, stepped), ref.expected()
+        if skipped:
+            actual = {k: v for k, v in actual.items() if k[1] not in skipped}
+            expected = {k: v for k, v in expected.items() if k[1] not in skipped}
         declared = ref.error_scales() if hasattr(ref, "error_scales") else {}
         noisy = yardstick.expected() if yardstick is not None else {}
         if local:
@@ -282,6 +288,7 @@ def run_trajectory(
                     tol = max(tol, YARDSTICK_FACTOR * noise[key])
             else:
                 e = float("inf")  # a state tensor only one side keeps
+                one_sided[key[1]] = "the implementation" if key in actual else "the reference"
             rows.append((step + 1, key[0], key[1], e, tol))
         if stepped is not params:  # the model's own parameters: its masters, rounded (optbench.numerics.master_copy)
             held = {n: max(tolerance_eps(step + 1) * tighter, YARDSTICK_FACTOR * noise.get((n, "param"), 0.0))
@@ -294,4 +301,4 @@ def run_trajectory(
     if local:
         errors = pd.concat([errors, pd.DataFrame(local.rows, columns=columns).assign(kind="one-step")],
                            ignore_index=True)
-    return Trajectory(errors, snapshots, kept_in(stepper.optimizer, stepped, params))
+    return Trajectory(errors, snapshots, kept_in(stepper.optimizer, stepped, params), one_sided)

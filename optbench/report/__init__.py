@@ -16,6 +16,20 @@ from optbench.report import forms, matrix, performance, plots, roundtrip, tables
 from optbench.results import incomplete, load_results, normalize
 
 
+def candidate_section(candidate: dict) -> list[str]:
+    """The candidate: its class, the spec that adapts it, and its defaults beside the reference's values."""
+    spec = candidate.get("spec") or "none (taken as written)"
+    text = (f"`{candidate.get('class')}` ({candidate.get('name')}); candidate spec: {spec}."
+            + (f" {candidate['note']}." if candidate.get("note") else "")
+            + " It is built with the reference's value of every option its constructor takes (renames applied); "
+              "`differs`: its own default is another value, which a user building it as documented would get.")
+    table = pd.DataFrame(candidate.get("defaults") or [], columns=["option", "argument", "reference", "candidate",
+                                                                  "built", "differs"])
+    table = table.rename(columns={"candidate": "candidate's default", "built": "built with"})
+    table["differs"] = table["differs"].map({True: "**differs**", False: ""})
+    return ["## Candidate", text, tables.markdown(table.fillna(""))]
+
+
 def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
     """Write ``out_dir/report.md`` and its PNG plots; return the report's path."""
     out_dir = Path(out_dir)
@@ -33,6 +47,8 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
               tables.summary(rows, cfg.get("checks") or (), meta.get("run")),
              "## Machine", tables.markdown(machine.fillna("-")),
              "## Configuration", tables.markdown(tables.config_table(meta, rows))]
+    if candidate := meta.get("candidate"):
+        parts += candidate_section(candidate)
     if matrix.heatmap(rows, out_dir / "parity_matrix.png"):
         parts += ["## Parity matrix", "Worst error in units of the dtype's eps over every step, FQN and tensor "
                   "no declared deviation covers. `FAIL`: past tolerance; `xfail`: a declared upstream deviation "

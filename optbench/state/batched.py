@@ -55,10 +55,18 @@ def unstacked(state_dict: dict) -> dict[str, dict]:
 
 
 def group_bookkeeping(state_dict: dict) -> dict[int, dict]:
-    """Parameter id -> its state's entries that belong to its group, not to it (dicts: ScaledAdam's
-    clipping statistics, kept under the group's first parameter)."""
-    return {pid: {k: v for k, v in s.items() if isinstance(v, dict)} for pid, s in state_dict["state"].items()
-            if any(isinstance(v, dict) for v in s.values())}
+    """Parameter id -> its state's entries that belong to its group, not to it: a dict that one parameter of the
+    group keeps and no other does (ScaledAdam's clipping statistics, under its first). A dict that several
+    parameters keep is their own nested state (``{"moments": {"m": ..., "v": ...}}``) and moves with each by name."""
+    out = {}
+    for group in state_dict.get("param_groups", []):
+        states = {pid: state_dict["state"][pid] for pid in group["params"] if pid in state_dict["state"]}
+        for pid, state in states.items():
+            alone = {k: v for k, v in state.items()
+                     if isinstance(v, dict) and not any(k in s for other, s in states.items() if other != pid)}
+            if alone:
+                out[pid] = alone
+    return out
 
 
 def stacks(optimizer: torch.optim.Optimizer) -> bool:
@@ -68,11 +76,14 @@ def stacks(optimizer: torch.optim.Optimizer) -> bool:
 
 
 def _named_rows(keyed: dict) -> dict[str, dict]:
-    """FQN -> its own state (bookkeeping dicts left out), from a state_dict with ``param_names``, batched or not."""
+    """FQN -> its own state (its group's bookkeeping left out), from a state_dict with ``param_names``, batched or
+    not."""
     if is_batched(keyed):
         return unstacked(keyed)
     names = {pid: n for g in keyed["param_groups"] for pid, n in zip(g["params"], g["param_names"])}
-    return {names[pid]: {k: v for k, v in s.items() if not isinstance(v, dict)} for pid, s in keyed["state"].items()}
+    groups = group_bookkeeping(keyed)
+    return {names[pid]: {k: v for k, v in s.items() if k not in groups.get(pid, {})}
+            for pid, s in keyed["state"].items()}
 
 
 def relaid(optimizer: torch.optim.Optimizer, keyed: dict, check: Callable[[str, dict], None] | None = None) -> dict:

@@ -69,6 +69,7 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
         raise StateDictNameError("LBFGS keeps its state as flat vectors over all its parameters in order: it can "
                                  "only load a state_dict of the same parameters in the same order")
     check = state_checker(optimizer, state_dict["state"].values())
+    bookkeeping = group_bookkeeping(state_dict)  # a group's, not a parameter's: never shape-checked against one
     new_groups, new_state, next_id = [], {}, 0
     for gi, names in enumerate(current_names):
         current_group = optimizer.param_groups[gi]
@@ -94,7 +95,7 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
                     elif BATCH_NAMES in state:  # a stack of several parameters' rows: checked row by row below
                         pass
                     else:
-                        check(name, state, param)
+                        check(name, {k: v for k, v in state.items() if k not in bookkeeping.get(saved_id, {})}, param)
                     new_state[next_id] = state
             elif param in optimizer.state:  # starts fresh: keep what the optimizer set up at construction (Adagrad)
                 new_state[next_id] = dict(optimizer.state[param])

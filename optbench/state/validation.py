@@ -70,13 +70,24 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
     return ""
 
 
+def flattened(state, prefix: str = "") -> dict:
+    """A nested state (``{"moments": {"m": t}}``) as one level, keys joined by '.' (``{"moments.m": t}``)."""
+    out = {}
+    for key, value in state.items():
+        if isinstance(value, dict) and value:
+            out.update(flattened(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}" if prefix else key] = value
+    return out
+
+
 def saved_scalars(states) -> frozenset:
     """The keys that are 0-dim tensors in every one of ``states`` holding them (a scalar of an optimizer
     ``shape_mismatch`` does not know); batched stacks left out."""
     seen: dict[str, bool] = {}
     for state in states:
         if isinstance(state, dict) and BATCH_NAMES not in state:
-            for key, value in state.items():
+            for key, value in flattened(state).items():
                 if isinstance(value, torch.Tensor):
                     seen[key] = seen.get(key, True) and value.dim() == 0
     return frozenset(k for k, scalar in seen.items() if scalar)
@@ -89,7 +100,9 @@ def _own_keys(state: dict) -> set:
 def check_state(name: str, state: dict, param, current: dict | None = None, scalars=frozenset()) -> None:
     """Raise StateDictNameError (one line, naming ``name`` and the key) if ``state`` cannot be ``param``'s: a
     tensor of the wrong shape (``shape_mismatch``), or, where the optimizer already holds state for it, keys of
-    another optimizer (the saved state has keys the optimizer's lacks and lacks keys it has)."""
+    another optimizer (the saved state has keys the optimizer's lacks and lacks keys it has). Nested state is
+    checked tensor by tensor (``flattened``); the caller leaves a group's bookkeeping out."""
+    state, current = flattened(state), flattened(current) if current else current
     if current:
         extra, lacking = sorted(_own_keys(state) - _own_keys(current)), sorted(_own_keys(current) - _own_keys(state))
         if extra and lacking:

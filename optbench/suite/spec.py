@@ -58,6 +58,10 @@ class HparamSet:
         """Options of each param group (YAML form); group 0 holds everything unmatched."""
         return [dict(self.options)] + [{**self.options, **g.options} for g in self.groups]
 
+    def option_names(self) -> set[str]:
+        """Every option this set or one of its groups sets."""
+        return {k for opts in self.group_options() for k in opts}
+
     def assign(self, names: list[str]) -> list[list[str]]:
         """Split names into param groups (first matching pattern wins; unmatched go to group 0)."""
         assigned: list[list[str]] = [[] for _ in range(len(self.groups) + 1)]
@@ -225,6 +229,11 @@ class Suite:
     candidate_named: bool = True  # False: a candidate gets plain tensors (it cannot take named parameters)
     describes: str | None = None  # a suite without a torch optimizer: the dotted class its deviations describe
     error_param_meta: dict = field(default_factory=dict)  # attributes every error input's parameters carry
+    candidates: tuple = ()  # CandidateSpecs: how third-party classes read as this suite's reference (candidates:)
+
+    def candidate_spec(self, dotted_path: str):
+        """The suite's adapter for the class ``dotted_path`` (``candidates:``), or None."""
+        return next((c for c in self.candidates if c.cls == dotted_path), None)
 
     def hparam_set(self, name: str) -> HparamSet:
         return next(h for h in self.hparams if h.name == name)
@@ -282,6 +291,8 @@ class Suite:
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Suite:
+        from optbench.implementations.candidate_spec import CandidateSpec
+
         for h in cfg.hparams:
             _keys(h, {"name", "options", "groups", "dtypes", "workload", "impls", "note", "schedule"},
                   f"hparam set {h.get('name')!r}")
@@ -320,4 +331,6 @@ class Suite:
             candidate_named=bool(cfg.get("candidate_named", True)),
             describes=str(cfg.describes) if cfg.get("describes") else None,
             error_param_meta=plain(cfg.get("error_param_meta", {})) or {},
+            candidates=tuple(CandidateSpec.from_mapping(c, f"suite {cfg.name}: candidates[{i}]")
+                             for i, c in enumerate(cfg.get("candidates") or ())),
         )

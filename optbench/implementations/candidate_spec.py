@@ -1,0 +1,149 @@
+"""A candidate's adapter, written in YAML: how an optimizer from another library departs from the suite's
+conventions without departing from its algorithm (docs/candidates.md, "Adapting a candidate").
+
+A spec is a file named on the command line (``candidate=specs/lion_pytorch.yaml``, its ``class:`` naming the
+optimizer) or an entry of a suite file's ``candidates:`` list, used whenever ``candidate=`` names its class. It
+says which constructor argument spells each of the reference's options (``rename``), what the constructor
+always gets (``fixed``: never over a hyperparameter set's own value), how the optimizer's state reads as the
+reference's (``state``: a key map, keys to leave out, where ``step`` lives, a decoder for nested layouts) and how
+it rejects invalid input (``rejects``, ``error_inputs``). Without a spec a candidate is taken as written, still
+built with the reference's value of every option its constructor names.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from optbench.implementations.dotted import import_dotted
+from optbench.state.validation import flattened
+from optbench.suite.hyperparameters import plain
+
+KEYS = {"class", "rename", "fixed", "state", "rejects", "error_inputs", "note"}
+STATE_KEYS = {"keys", "ignore", "step", "decode"}
+STEP_PLACES = ("param", "group", "none")  # "group:<key>" too: the count under another name in each param group
+DECODERS = ("flat", "nested")  # or the dotted path of a function: state -> flat dict
+
+
+class CandidateSpecError(ValueError):
+    """A spec that cannot be used as written: one line naming the file and the key."""
+
+
+def _known(mapping: Mapping, allowed: set[str], where: str) -> None:
+    unknown = sorted(str(k) for k in mapping if str(k) not in allowed)
+    if unknown:
+        raise CandidateSpecError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    """A candidate optimizer class and how to read it as the suite's reference (see the module docstring)."""
+
+    cls: str
+    source: str = ""  # where it was declared, for messages and the report
+    rename: dict = field(default_factory=dict)  # the reference's option -> the candidate's constructor argument
+    fixed: dict = field(default_factory=dict)  # constructor arguments every build gets; a hparam set's own win
+    state_keys: dict = field(default_factory=dict)  # the candidate's state key -> the reference's
+    ignore: tuple[str, ...] = ()  # state keys compared on neither side (after the key map)
+    step: str = "param"  # where the step count lives: param, group (group:<key>), none (not kept: not compared)
+    decode: str = "flat"
+    rejects: tuple[str, ...] = ()  # exception class names that count as rejecting an invalid input, any message
+    error_inputs: tuple[str, ...] | None = None  # globs over error inputs' descriptions that apply (None: all)
+    note: str = ""  # the documented differences this spec adapts, in a sentence
+
+    @property
+    def adapts_state(self) -> bool:
+        return bool(self.state_keys or self.ignore or self.step != "param" or self.decode != "flat")
+
+    def skipped_state(self) -> frozenset[str]:
+        """Tensor names left out of every comparison, on both sides."""
+        return frozenset(self.ignore) | ({"step"} if self.step == "none" else set())
+
+    def renamed(self, options: Mapping) -> dict:
+        """Options as the candidate's constructor spells them."""
+        return {self.rename.get(k, k): v for k, v in options.items()}
+
+    def error_input_applies(self, desc: str) -> bool:
+        return self.error_inputs is None or any(fnmatch.fnmatchcase(desc, g) for g in self.error_inputs)
+
+    def decoder(self) -> Callable[[Mapping], dict]:
+        if self.decode == "flat":
+            return dict
+        if self.decode == "nested":
+            return flattened
+        return import_dotted(self.decode, what=f"{self.source}: state.decode")
+
+    def attach(self, optimizer) -> None:
+        """Make the harness read ``optimizer``'s state as the reference keeps it (``per_parameter_state``)."""
+        if self.adapts_state:
+            optimizer.per_parameter_state = AdaptedState(optimizer, self, self.decoder())
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping, source: str) -> CandidateSpec:
+        mapping = plain(mapping) or {}
+        if not isinstance(mapping, Mapping):
+            raise CandidateSpecError(f"{source}: a candidate spec is a mapping, got {type(mapping).__name__}")
+        _known(mapping, KEYS, source)
+        if not mapping.get("class"):
+            raise CandidateSpecError(f"{source}: needs class: the optimizer's dotted path, e.g. lion_pytorch.Lion")
+        state = mapping.get("state") or {}
+        _known(state, STATE_KEYS, f"{source}: state")
+        for key in ("rename", "fixed"):
+            if not isinstance(mapping.get(key) or {}, Mapping):
+                raise CandidateSpecError(f"{source}: {key} must be a mapping")
+        step = str(state.get("step", "param"))
+        if step not in STEP_PLACES and not step.startswith("group:"):
+            raise CandidateSpecError(f"{source}: state.step={step}: one of {', '.join(STEP_PLACES)} or group:<key>")
+        decode = str(state.get("decode", "flat"))
+        if decode not in DECODERS and "." not in decode:
+            raise CandidateSpecError(f"{source}: state.decode={decode}: flat, nested or a function's dotted path")
+        inputs = mapping.get("error_inputs", "all")
+        return cls(cls=str(mapping["class"]), source=source, rename={str(k): str(v) for k, v in
+                                                                      (mapping.get("rename") or {}).items()},
+                   fixed=dict(mapping.get("fixed") or {}),
+                   state_keys={str(k): str(v) for k, v in (state.get("keys") or {}).items()},
+                   ignore=tuple(str(k) for k in state.get("ignore") or ()), step=step, decode=decode,
+                   rejects=tuple(str(e) for e in mapping.get("rejects") or ()),
+                   error_inputs=None if inputs == "all" else () if inputs in ("none", None) else
+                   tuple(str(g) for g in ([inputs] if isinstance(inputs, str) else inputs)),
+                   note=" ".join(str(mapping.get("note", "")).split()))
+
+
+def load_spec_file(path: Path) -> CandidateSpec:
+    try:
+        mapping = OmegaConf.load(path)
+    except Exception as exc:  # YAML's own message names the line
+        raise CandidateSpecError(f"{path}: not a readable candidate spec: {str(exc).splitlines()[0]}") from None
+    return CandidateSpec.from_mapping(mapping, str(path))
+
+
+def is_spec_file(candidate: str) -> bool:
+    return candidate.endswith((".yaml", ".yml"))
+
+
+class AdaptedState:
+    """``per_parameter_state`` of an adapted candidate: each parameter's state decoded, its keys mapped and
+    left out as the spec says, ``step`` taken from the parameter's group where the candidate keeps it there."""
+
+    def __init__(self, optimizer, spec: CandidateSpec, decode: Callable[[Mapping], dict]):
+        own = getattr(optimizer, "per_parameter_state", None)  # the class's own view first (a batched one's rows)
+        self.inner = own if callable(own) else (lambda: optimizer.state)
+        self.optimizer, self.spec, self.decode = optimizer, spec, decode
+        self.group_step = spec.step.partition(":")[2] or "step" if spec.step.startswith("group") else None
+
+    def __call__(self) -> dict:
+        inner = self.inner()
+        groups = {id(p): g for g in self.optimizer.param_groups for p in g["params"]}
+        out = {}
+        for param, state in inner.items():
+            mapped = {self.spec.state_keys.get(str(k), str(k)): v for k, v in self.decode(state).items()}
+            mapped = {k: v for k, v in mapped.items() if k not in self.spec.ignore}
+            group = groups.get(id(param))
+            if self.group_step and group is not None and self.group_step in group:
+                mapped["step"] = group[self.group_step]
+            out[param] = mapped
+        return out

@@ -1,0 +1,154 @@
+"""Third-party optimizers adapted in YAML (a candidate spec), and told plainly what differs when they are not."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from optbench import load_state_dict_by_name
+from optbench.cli import main
+from optbench.engine.selection import candidate_spec
+from optbench.implementations.candidate_spec import CandidateSpec
+from optbench.state.names import StateDictNameError
+from optbench.suite.spec import Suite
+from tests.thirdparty.other_adam import OtherAdam
+
+SPEC = "tests/thirdparty/other_adam.yaml"
+RUN = ["suite=adam", "dtype=float32", "steps=5", "history_dir=null"]
+
+
+def rows_of(out: Path) -> list[dict]:
+    return json.loads((out / "results.json").read_text())["rows"]
+
+
+def test_without_a_spec_the_rows_name_the_keys_each_side_keeps_and_its_own_error_messages_fail(tmp_path, capsys):
+    out = tmp_path / "plain"
+    code = main(["run", *RUN, "candidate=tests.thirdparty.other_adam.OtherAdam", "impl=[candidate]",
+                 "checks=[parity,errors]", "options={lr: 0.01}", f"out_dir={out}"])
+    assert code == 1
+    parity = next(r for r in rows_of(out) if r["check"] == "parity" and r["metric"] == "parity.max_err_eps"
+                  and r["fqn"] == "")
+    assert parity["status"] == "fail"
+    assert "state key(s) 'exp_avg', 'exp_avg_sq', 'step' kept only by the reference" in parity["detail"]
+    assert "state key(s) 'grad_norm', 't' kept only by the implementation" in parity["detail"]
+    negative_lr = next(r for r in rows_of(out) if r["check"] == "errors" and r["hparams"] == "a negative learning rate"
+                       and r["impl"] == "candidate:OtherAdam" and r["status"] != "info")
+    assert negative_lr["status"] == "fail" and "got AssertionError" in negative_lr["detail"]
+
+
+def test_a_spec_adapts_names_state_and_rejections_and_the_report_shows_the_defaults(tmp_path, capsys):
+    out = tmp_path / "adapted"
+    code = main(["run", *RUN, f"candidate={SPEC}", "impl=[candidate,for-loop]",
+                 "checks=[parity,cross,roundtrip,errors]", f"out_dir={out}"])
+    said = capsys.readouterr().out
+    rows = rows_of(out)
+    assert code == 0, [(r["check"], r["hparams"], r["detail"]) for r in rows if r["status"] in ("fail", "error")]
+    assert "warning: candidate:OtherAdam's own defaults differ from the reference's: lr=0.01 (reference 0.001)" in said
+    mine = [r for r in rows if r["impl"] == "candidate:OtherAdam"]
+    verdicts = {r["hparams"]: r["status"] for r in mine if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
+    assert verdicts["weight_decay"] == "pass" and verdicts["large_lr_l2"] == "pass"  # weight_decay reaches it as wd
+    unsupported = {r["hparams"]: r["detail"] for r in mine if r["check"] == "parity" and r["status"] == "unsupported"}
+    assert "its constructor takes no amsgrad" in unsupported["amsgrad_weight_decay"]
+    errors = {r["hparams"]: r for r in mine if r["check"] == "errors" and r["status"] != "info"}
+    assert errors["a negative learning rate"]["status"] == "pass"
+    assert errors["a negative learning rate"]["detail"].startswith("rejected in its own words: AssertionError")
+    assert errors["a 2-element Tensor lr"]["status"] == "unsupported"
+    assert "torch.optim convention" in errors["a 2-element Tensor lr"]["detail"]
+    trip = [r for r in mine if r["check"] == "roundtrip" and r["status"] not in ("", "info")]
+    assert trip and all(r["status"] in ("pass", "skip") for r in trip)
+    assert sum(r["status"] == "pass" for r in trip) >= 15
+    meta = json.loads((out / "results.json").read_text())["candidate"]
+    assert meta["spec"] == SPEC and next(r for r in meta["defaults"] if r["option"] == "lr")["differs"]
+    report = (out / "report.md").read_text()
+    assert "## Candidate" in report and "| weight_decay           | wd " in report
+
+
+def test_a_spec_never_hides_a_bug_and_max_failures_stops_at_the_first_failing_case(tmp_path):
+    spec = tmp_path / "off_by_one.yaml"
+    text = Path(SPEC).read_text().replace("other_adam.OtherAdam", "other_adam.OffByOneOtherAdam")
+    spec.write_text(text)
+    out = tmp_path / "run"
+    code = main(["run", *RUN, f"candidate={spec}", "impl=[candidate]", "checks=[parity]", "max_failures=1",
+                 f"out_dir={out}"])
+    assert code == 1
+    data = json.loads((out / "results.json").read_text())
+    assert data["run"]["status"] == "stopped" and data["run"]["finished_cases"] < data["run"]["planned_cases"]
+    assert [r["status"] for r in data["rows"] if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""] == ["fail"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("class: tests.thirdparty.other_adam.OtherAdam\nrenme: {weight_decay: wd}\n", "unknown key(s) renme"),
+    ("rename: {weight_decay: wd}\n", "needs class:"),
+    ("class: tests.thirdparty.other_adam.OtherAdam\nstate: {step: epoch}\n", "state.step=epoch"),
+    ("class: [unclosed\n", "not a readable candidate spec"),
+])
+def test_a_bad_spec_is_one_line_exit_2(tmp_path, capsys, text, message):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    assert main(["run", *RUN, f"candidate={spec}", f"out_dir={tmp_path / 'out'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and str(spec) in err, err
+    assert main(["run", *RUN, f"candidate={tmp_path / 'missing.yaml'}", f"out_dir={tmp_path / 'out'}"]) == 2
+    assert "no such candidate spec file" in capsys.readouterr().err
+
+
+def test_a_suites_candidates_entry_adapts_the_class_it_names():
+    cfg = OmegaConf.create({"name": "adam", "optimizer": "Adam", "reference": "adam", "dtypes": ["float32"],
+                            "hparams": [{"name": "default"}],
+                            "candidates": [{"class": "tests.thirdparty.other_adam.OtherAdam",
+                                            "rename": {"weight_decay": "wd"}}]})
+    suite = Suite.from_config(cfg)
+    assert candidate_spec("tests.thirdparty.other_adam.OtherAdam", suite).rename == {"weight_decay": "wd"}
+    assert candidate_spec("torch.optim.Adam", suite).rename == {}  # any other class: taken as written
+
+
+def test_fixed_arguments_never_override_a_hparam_set_and_the_state_view_maps_nested_and_group_steps():
+    from optbench.implementations.candidate import candidate_implementation
+
+    spec = CandidateSpec(cls="tests.thirdparty.other_adam.OtherAdam", rename={"weight_decay": "wd"},
+                         fixed={"lr": 0.5, "fuse_updates": True}, state_keys={"moments.m": "exp_avg"},
+                         ignore=("grad_norm",), step="group:epoch", decode="nested")
+    impl = candidate_implementation(spec, {"lr": 1e-3, "weight_decay": 0.0, "amsgrad": False})
+    p = torch.nn.Parameter(torch.ones(3))
+    assert impl.build([{"params": [("p", p)]}], {"lr": 0.1}).optimizer.param_groups[0]["lr"] == 0.1
+    optimizer = impl.build([{"params": [("p", p)]}], {"weight_decay": 0.2}).optimizer
+    assert optimizer.param_groups[0]["lr"] == 0.5 and optimizer.param_groups[0]["wd"] == 0.2
+    assert optimizer.param_groups[0]["fuse_updates"] is True and "amsgrad" not in optimizer.param_groups[0]
+    p.grad = torch.ones(3)
+    optimizer.step()
+    optimizer.param_groups[0]["epoch"] = 7
+    view = optimizer.per_parameter_state()[p]
+    assert set(view) == {"exp_avg", "moments.v", "t", "step"} and view["step"] == 7
+    assert torch.equal(view["exp_avg"], optimizer.state[p]["moments"]["m"])
+    assert impl.skipped_state == frozenset({"grad_norm"})
+    assert impl.options_not_taken({"weight_decay", "amsgrad"}) == ["amsgrad"]
+
+
+def _saved(optimizer) -> dict:
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+def test_nested_state_loads_by_name_with_each_parameter_and_a_wrong_nested_shape_is_refused():
+    """A dict every parameter keeps is its own (it used to be taken for a group's bookkeeping and moved, whole, to
+    the group's first parameter: the next step raised on shapes)."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    optimizer = OtherAdam(model.named_parameters(), lr=1e-3)
+    model(torch.randn(5, 3)).sum().backward()
+    optimizer.step()
+    saved = _saved(optimizer)
+    reordered = OtherAdam(list(reversed(list(model.named_parameters()))), lr=1e-3)
+    load_state_dict_by_name(reordered, saved)
+    assert all(torch.equal(reordered.state[p]["moments"]["m"], optimizer.state[p]["moments"]["m"])
+               for p in model.parameters())
+    reordered.step()
+    grown = _saved(optimizer)
+    first = grown["param_groups"][0]["params"][0]
+    grown["state"][first]["moments"]["m"] = torch.zeros(5, 3)
+    with pytest.raises(StateDictNameError, match=r"0.weight changed shape: its saved state moments.m has shape"):
+        load_state_dict_by_name(OtherAdam(model.named_parameters(), lr=1e-3), grown)
