@@ -10,7 +10,7 @@ from importlib import resources
 
 from omegaconf import DictConfig
 
-from optbench.suites import CONFIG_MODULE, run_tag  # noqa: F401  (run_tag: the out_dir tag, re-exported)
+from optbench.suites import CONFIG_MODULE
 from optbench.usage import UsageError, did_you_mean
 
 

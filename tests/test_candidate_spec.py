@@ -59,6 +59,7 @@ def test_a_spec_adapts_names_state_and_rejections_and_the_report_shows_the_defau
     assert "torch.optim convention" in errors["a 2-element Tensor lr"]["detail"]
     trip = [r for r in mine if r["check"] == "roundtrip" and r["status"] not in ("", "info")]
     assert trip and all(r["status"] in ("pass", "skip") for r in trip)
+    assert {r["hparams"] for r in trip} == {"default"}  # no amsgrad: the first set it takes
     assert sum(r["status"] == "pass" for r in trip) >= 15
     meta = json.loads((out / "results.json").read_text())["candidate"]
     assert meta["spec"] == SPEC and next(r for r in meta["defaults"] if r["option"] == "lr")["differs"]
@@ -152,3 +153,18 @@ def test_nested_state_loads_by_name_with_each_parameter_and_a_wrong_nested_shape
     grown["state"][first]["moments"]["m"] = torch.zeros(5, 3)
     with pytest.raises(StateDictNameError, match=r"0.weight changed shape: its saved state moments.m has shape"):
         load_state_dict_by_name(OtherAdam(model.named_parameters(), lr=1e-3), grown)
+
+
+def test_a_step_the_candidate_does_not_keep_is_left_out_on_both_sides_in_parity_and_cross(tmp_path):
+    """``step: none`` (with its own count ignored): the reference's ``step`` is compared with nothing, in parity's
+    trajectory and in cross against the for-loop; without it, both would see a key only one side keeps."""
+    spec = tmp_path / "no_step.yaml"
+    spec.write_text(Path(SPEC).read_text().replace("t: step}", "}").replace("ignore: [grad_norm]",
+                                                                            "ignore: [grad_norm, t]\n  step: none"))
+    out = tmp_path / "run"
+    code = main(["run", *RUN, f"candidate={spec}", "impl=[candidate,for-loop]", "checks=[parity,cross]",
+                 "options={lr: 0.01}", f"out_dir={out}"])
+    rows = [r for r in rows_of(out) if r["impl"] == "candidate:OtherAdam" and r["status"] not in ("", "info")]
+    assert code == 0, [r["detail"] for r in rows if r["status"] != "pass"]
+    assert {r["check"] for r in rows} == {"parity", "cross"}
+    assert not any(r["tensor"] == "step" for r in rows_of(out) if r["impl"] == "candidate:OtherAdam")

@@ -139,19 +139,21 @@ def torch_convention(e: ErrorInput) -> bool:
     return any(map(tensor, e.options.values())) or any(k in IMPLEMENTATION_FLAGS for k in e.options)
 
 
-def not_asked(impl: Implementation, e: ErrorInput, suite: Suite) -> str:
-    """Why a candidate that is not the suite's class is not asked ``e`` ("" if it is): its spec leaves ``e`` out, a
-    torch.optim convention it need not follow, or an option its constructor does not take."""
+def not_asked(impl: Implementation, e: ErrorInput, suite: Suite) -> tuple[str, str]:
+    """(status, why) when a candidate that is not the suite's class is not asked ``e``, ("", "") when it is: its spec
+    leaves ``e`` out (skip), a torch.optim convention it need not follow or an option its constructor does not take
+    (unsupported)."""
     spec = impl.spec
     if spec is not None and not spec.error_input_applies(e.desc):
-        return f"not asked of this candidate: its spec's error_inputs leaves {e.desc!r} out ({spec.source})"
+        return "skip", f"not asked of this candidate: its spec's error_inputs leaves {e.desc!r} out ({spec.source})"
     if torch_convention(e) and (spec is None or spec.error_inputs is None):
-        return (f"unsupported by candidate: a torch.optim convention ({e.desc}) not asked of a class that does not "
-                f"subclass {suite.optimizer or suite.describes}; its spec's error_inputs can ask it")
+        return "unsupported", (f"unsupported by candidate: a torch.optim convention ({e.desc}) not asked of a class "
+                               f"that does not subclass {suite.optimizer or suite.describes}; its spec's error_inputs "
+                               "can ask it")
     missing = impl.options_not_taken(e.options)
     if missing:
-        return f"unsupported by candidate: its constructor takes no {', '.join(missing)}"
-    return ""
+        return "unsupported", f"unsupported by candidate: its constructor takes no {', '.join(missing)}"
+    return "", ""
 
 
 class ErrorsCheck:
@@ -175,9 +177,9 @@ class ErrorsCheck:
         e = error_inputs(case.suite)[int(case.label)]
         labels = case.labels | {"hparams": e.desc}
         impl, suite = case.impl, case.suite
-        foreign = impl.is_candidate and not suite.described_by_deviations(impl.optimizer_class)
-        if why := (not_asked(impl, e, suite) if foreign else ""):
-            status = "skip" if why.startswith("not asked") else "unsupported"
+        foreign = suite.foreign(impl)
+        status, why = not_asked(impl, e, suite) if foreign else ("", "")
+        if status:
             return Outcome([row(labels, check="errors", metric=ERRORS_REJECTED, value=0.0, status=status,
                                 detail=why)])
         raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, impl.spelled(e.options))

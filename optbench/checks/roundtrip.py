@@ -73,12 +73,13 @@ def _unnamed_outcome(case: Case, ctx: RunContext, why: str) -> Outcome:
 def taken_set(impl, suite: Suite, hset: HparamSet) -> tuple[HparamSet | None, str]:
     """The hparam set a round-trip of ``impl`` runs on: the suite's ``roundtrip_hparams`` or, for a candidate whose
     constructor does not take its options, the first set it takes whole; (None, why) where it takes none."""
-    if not impl.is_candidate or not impl.options_not_taken(hset.option_names()):
+    missing = impl.options_not_taken(hset.option_names()) if impl.is_candidate else []
+    if not missing:
         return hset, ""
     taken = next((h for h in suite.hparams if not impl.options_not_taken(h.option_names())), None)
     if taken is None:
-        return None, (f"unsupported by candidate: it takes no {', '.join(impl.options_not_taken(hset.option_names()))} "
-                      f"(round-trip set {hset.name!r}) and no other set whole either")
+        return None, (f"unsupported by candidate: it takes no {', '.join(missing)} (round-trip set {hset.name!r}) "
+                      "and no other set whole either")
     return taken, ""
 
 

@@ -142,7 +142,7 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     impl, dtype, device = case.impl, case.dtype, case.device.type
     save_impl, save_dtype = impl, dtype
     if scenario.save_impl:
-        if impl.is_candidate and not case.suite.described_by_deviations(impl.optimizer_class):
+        if case.suite.foreign(impl):
             return "skip", (f"{impl.name} is not {case.suite.optimizer or case.suite.describes} nor a subclass of it: "
                             "another class's state_dict is not its to load"), "", ""
         save_impl = previous_implementation(session)

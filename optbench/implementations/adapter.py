@@ -60,7 +60,8 @@ class Implementation:
 
     def options_not_taken(self, options) -> list[str]:
         """The reference's options (names) this implementation's constructor does not take, renames applied."""
-        return sorted(o for o in options if not takes(self.optimizer_class, self.spelled({o: None}).popitem()[0]))
+        spelled = self.spec.argument if self.spec is not None else str
+        return sorted(o for o in options if not takes(self.optimizer_class, spelled(o)))
 
     @property
     def skipped_state(self) -> frozenset[str]:

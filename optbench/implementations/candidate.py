@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from optbench.suite.hyperparameters import constructor_defaults, takes
@@ -25,8 +27,7 @@ def candidate_implementation(spec: CandidateSpec, reference_defaults: dict,
     (candidate_kwargs) over all of them."""
     cls = load_optimizer_class(spec.cls)
     spec.decoder()  # a decoder that cannot be imported is the user's to fix before anything runs
-    taken = {spec.rename.get(k, k): v for k, v in reference_defaults.items()}
-    base = {k: v for k, v in taken.items() if takes(cls, k, through_kwargs=False)}
+    base = {k: v for k, v in spec.renamed(reference_defaults).items() if takes(cls, k, through_kwargs=False)}
     return Implementation(f"candidate:{spec.cls.rpartition('.')[2]}", cls, is_candidate=True,
                           extra_kwargs=dict(kwargs or {}), base_kwargs={**base, **spec.fixed}, spec=spec)
 
@@ -36,12 +37,12 @@ def defaults_table(impl: Implementation, reference_defaults: dict) -> list[dict]
     spec, own = impl.spec, constructor_defaults(impl.optimizer_class)
     rows = []
     for option, value in reference_defaults.items():
-        argument = spec.rename.get(option, option)
+        argument = spec.argument(option)
         taken = takes(impl.optimizer_class, argument, through_kwargs=False)
         rows.append({"option": option, "argument": argument if taken else "", "reference": value,
                      "candidate": own.get(argument, "(no default)") if taken else "(not taken)",
                      "built": impl.base_kwargs.get(argument, "") if taken else ""})
-    mapped = {spec.rename.get(o, o) for o in reference_defaults}
+    mapped = set(spec.renamed(reference_defaults))
     for argument, value in own.items():
         if argument not in mapped:
             rows.append({"option": "", "argument": argument, "reference": "(not an option of the reference)",
@@ -62,8 +63,11 @@ def _same(a, b) -> bool:
 
 def candidate_meta(impl: Implementation, reference_defaults: dict) -> dict:
     """What results.json and the report say of the candidate: its class, its spec, its defaults table."""
-    table = [{k: v if isinstance(v, (bool, str)) else repr(v) if not isinstance(v, (int, float)) else v
-              for k, v in row.items()} for row in defaults_table(impl, reference_defaults)]
+    def plain(v):  # JSON as results.json writes it (no inf or nan), anything else as its repr
+        finite = isinstance(v, (bool, str, int)) or isinstance(v, float) and math.isfinite(v)
+        return v if finite else repr(v)
+
+    table = [{k: plain(v) for k, v in row.items()} for row in defaults_table(impl, reference_defaults)]
     return {"name": impl.name, "class": impl.spec.cls, "spec": impl.spec.source, "note": impl.spec.note,
             "defaults": table}
 

@@ -63,9 +63,13 @@ class CandidateSpec:
         """Tensor names left out of every comparison, on both sides."""
         return frozenset(self.ignore) | ({"step"} if self.step == "none" else set())
 
+    def argument(self, option: str) -> str:
+        """The candidate's constructor argument for the reference's ``option``."""
+        return self.rename.get(option, option)
+
     def renamed(self, options: Mapping) -> dict:
         """Options as the candidate's constructor spells them."""
-        return {self.rename.get(k, k): v for k, v in options.items()}
+        return {self.argument(k): v for k, v in options.items()}
 
     def error_input_applies(self, desc: str) -> bool:
         return self.error_inputs is None or any(fnmatch.fnmatchcase(desc, g) for g in self.error_inputs)

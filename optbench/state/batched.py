@@ -15,6 +15,7 @@ offer ``per_parameter_state()``: each parameter's rows as views. Checks read sta
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 import torch
@@ -61,9 +62,9 @@ def group_bookkeeping(state_dict: dict) -> dict[int, dict]:
     out = {}
     for group in state_dict.get("param_groups", []):
         states = {pid: state_dict["state"][pid] for pid in group["params"] if pid in state_dict["state"]}
+        holders = Counter(k for state in states.values() for k, v in state.items() if isinstance(v, dict))
         for pid, state in states.items():
-            alone = {k: v for k, v in state.items()
-                     if isinstance(v, dict) and not any(k in s for other, s in states.items() if other != pid)}
+            alone = {k: v for k, v in state.items() if isinstance(v, dict) and holders[k] == 1}
             if alone:
                 out[pid] = alone
     return out
@@ -75,14 +76,13 @@ def stacks(optimizer: torch.optim.Optimizer) -> bool:
     return callable(getattr(optimizer, "buckets", None))
 
 
-def _named_rows(keyed: dict) -> dict[str, dict]:
+def _named_rows(keyed: dict, bookkeeping: dict[int, dict]) -> dict[str, dict]:
     """FQN -> its own state (its group's bookkeeping left out), from a state_dict with ``param_names``, batched or
     not."""
     if is_batched(keyed):
         return unstacked(keyed)
     names = {pid: n for g in keyed["param_groups"] for pid, n in zip(g["params"], g["param_names"])}
-    groups = group_bookkeeping(keyed)
-    return {names[pid]: {k: v for k, v in s.items() if k not in groups.get(pid, {})}
+    return {names[pid]: {k: v for k, v in s.items() if k not in bookkeeping.get(pid, {})}
             for pid, s in keyed["state"].items()}
 
 
@@ -94,11 +94,11 @@ def relaid(optimizer: torch.optim.Optimizer, keyed: dict, check: Callable[[str, 
     holders (for a per-tensor one, each under its FQN; a per-tensor save into a batched optimizer is
     stacked the same way). A group's bookkeeping (its clipping statistics) goes under the group's first
     parameter, where the optimizer looks for it."""
-    rows = _named_rows(keyed)
+    bookkeeping = group_bookkeeping(keyed)
+    rows = _named_rows(keyed, bookkeeping)
     if check is not None:
         for name, row in rows.items():
             check(name, row)
-    bookkeeping = group_bookkeeping(keyed)
     state: dict[int, dict] = {}
     for group, saved_group in zip(optimizer.param_groups, keyed["param_groups"]):
         names, ids = saved_group["param_names"], saved_group["params"]

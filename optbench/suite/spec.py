@@ -281,6 +281,11 @@ class Suite:
         return bool(self.describes) and any(f"{c.__module__}.{c.__qualname__}" == self.describes
                                             for c in cls.__mro__)
 
+    def foreign(self, impl) -> bool:
+        """Whether ``impl`` is a candidate of another class than the one this suite describes (nor a subclass of it):
+        held to the documented algorithm, not to torch's messages, conventions or state_dicts."""
+        return impl.is_candidate and not self.described_by_deviations(impl.optimizer_class)
+
     def restricted(self, *, hparams: list[str] | None = None, dtypes: list[str] | None = None) -> Suite:
         """This suite with only some hparam sets (by name; unknown names ignored) and dtypes."""
         keep = tuple(h for h in self.hparams if hparams is None or h.name in hparams) or self.hparams[:1]
