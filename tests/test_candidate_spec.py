@@ -85,6 +85,8 @@ def test_a_spec_never_hides_a_bug_and_max_failures_stops_at_the_first_failing_ca
     ("rename: {weight_decay: wd}\n", "needs class:"),
     ("class: tests.thirdparty.other_adam.OtherAdam\nstate: {step: epoch}\n", "state.step=epoch"),
     ("class: [unclosed\n", "not a readable candidate spec"),
+    ("class: tests.thirdparty.other_adam.OtherAdam\nrejects: [NotAnError]\n", "rejects: 'NotAnError' is no exception"),
+    ("class: tests.thirdparty.other_adam.OtherAdam\nrename: {params: x}\n", "rename: params is the parameters"),
 ])
 def test_a_bad_spec_is_one_line_exit_2(tmp_path, capsys, text, message):
     spec = tmp_path / "spec.yaml"

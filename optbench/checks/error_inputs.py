@@ -94,7 +94,7 @@ PARAMS = {  # name -> (params argument, the tensors that get gradients)
 GRADIENTS = {"dense": lambda p: torch.ones_like(p), "sparse": lambda p: torch.ones_like(p).to_sparse()}
 
 
-def _exception_class(name: str) -> type:
+def exception_class(name: str) -> type:
     cls = getattr(builtins, name, None) or getattr(torch, name, None)
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         raise ValueError(f"error input expects unknown exception class {name!r}")
@@ -105,7 +105,7 @@ def attempt(cls: type, e: ErrorInput, meta: dict | None = None,
             options: dict | None = None) -> tuple[BaseException | None, str]:
     """Build (and step) ``cls`` as ``e`` says (with ``options``, ``e.options`` spelled as ``cls`` spells them),
     its parameters carrying ``e.meta`` (else ``meta``); (what was raised or warned, or None; where)."""
-    expected = _exception_class(e.raises)
+    expected = exception_class(e.raises)
     params, with_grad = PARAMS[e.params]()
     for p in with_grad:
         for key, value in (e.meta if e.meta is not None else meta or {}).items():
@@ -183,8 +183,8 @@ class ErrorsCheck:
             return Outcome([row(labels, check="errors", metric=ERRORS_REJECTED, value=0.0, status=status,
                                 detail=why)])
         raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, impl.spelled(e.options))
-        expected = _exception_class(e.raises)
-        rejecting = (expected, *map(_exception_class, impl.spec.rejects)) if foreign and impl.spec else (expected,)
+        expected = exception_class(e.raises)
+        rejecting = (expected, *map(exception_class, impl.spec.rejects)) if foreign and impl.spec else (expected,)
         message = str(raised).splitlines()[0] if raised is not None and str(raised) else ""
         if raised is None:
             status, detail = "fail", f"accepted: expected {e.raises} matching {e.match!r} at {e.at}"

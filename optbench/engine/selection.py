@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from optbench.checks import REGISTRY
+from optbench.checks.error_inputs import exception_class
 from optbench.implementations import (
     TORCH_VARIANTS,
     CandidateError,
@@ -158,8 +159,15 @@ def candidate_spec(candidate: str, suite: Suite) -> CandidateSpec:
         path = Path(candidate).expanduser()
         if not path.is_file():
             raise UsageError(f"candidate={candidate}: no such candidate spec file")
-        return load_spec_file(path)
-    return suite.candidate_spec(candidate) or CandidateSpec(cls=candidate, source="candidate=")
+        spec = load_spec_file(path)
+    else:
+        spec = suite.candidate_spec(candidate) or CandidateSpec(cls=candidate, source="candidate=")
+    for name in spec.rejects:  # a misspelt exception is the user's to fix before anything runs
+        try:
+            exception_class(name)
+        except ValueError:
+            raise UsageError(f"{spec.source}: rejects: {name!r} is no exception class of Python's or torch's") from None
+    return spec
 
 
 def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:

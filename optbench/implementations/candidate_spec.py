@@ -99,6 +99,8 @@ class CandidateSpec:
         for key in ("rename", "fixed"):
             if not isinstance(mapping.get(key) or {}, Mapping):
                 raise CandidateSpecError(f"{source}: {key} must be a mapping")
+        if "params" in (mapping.get("rename") or {}) or "params" in (mapping.get("rename") or {}).values():
+            raise CandidateSpecError(f"{source}: rename: params is the parameters, never an option to rename")
         step = str(state.get("step", "param"))
         if step not in STEP_PLACES and not step.startswith("group:"):
             raise CandidateSpecError(f"{source}: state.step={step}: one of {', '.join(STEP_PLACES)} or group:<key>")
