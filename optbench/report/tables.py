@@ -40,11 +40,6 @@ def markdown(df: pd.DataFrame) -> str:
     return df.to_markdown(index=False)
 
 
-def _join(a: pd.DataFrame, b: pd.DataFrame, **kw) -> pd.DataFrame:
-    """Outer join keeping the order in which keys first appear (a's, then b's)."""
-    return a.join(b, how="outer", **kw).reindex(a.index.append(b.index).unique())
-
-
 def metric(rows: pd.DataFrame, name: str, aggregate: bool = True) -> pd.DataFrame:
     sel = rows[rows["metric"] == name]
     return sel[sel["fqn"] == ""] if aggregate else sel

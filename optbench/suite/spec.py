@@ -166,9 +166,6 @@ class Deviation:
     def matches_scenario(self, scenario: str) -> bool:
         return fnmatch.fnmatchcase(scenario, self.gate)
 
-    def matches_tensor(self, fqn: str, tensor: str) -> bool:
-        return fnmatch.fnmatchcase(fqn, self.fqn) and fnmatch.fnmatchcase(tensor, self.tensor)
-
     @classmethod
     def from_config(cls, c) -> Deviation:
         _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size",
