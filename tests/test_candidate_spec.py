@@ -170,3 +170,22 @@ def test_a_step_the_candidate_does_not_keep_is_left_out_on_both_sides_in_parity_
     assert code == 0, [r["detail"] for r in rows if r["status"] != "pass"]
     assert {r["check"] for r in rows} == {"parity", "cross"}
     assert not any(r["tensor"] == "step" for r in rows_of(out) if r["impl"] == "candidate:OtherAdam")
+
+
+class RequiredLr(torch.optim.Optimizer):
+    """lr required (no default), momentum defaulting to another value than the reference's."""
+
+    def __init__(self, params, lr, momentum=0.5):
+        super().__init__(params, dict(lr=lr, momentum=momentum))
+
+
+def test_the_defaults_table_flags_only_a_default_that_differs():
+    from optbench.implementations.candidate import candidate_implementation, defaults_table
+
+    reference = {"lr": 1e-3, "momentum": 0.0, "nesterov": False}
+    table = {r["option"]: r for r in defaults_table(candidate_implementation(
+        CandidateSpec(cls="tests.test_candidate_spec.RequiredLr"), reference), reference)}
+    assert (table["lr"]["candidate"], table["lr"]["built"], table["lr"]["differs"]) == ("(no default)", 1e-3, False)
+    momentum = table["momentum"]
+    assert (momentum["candidate"], momentum["built"], momentum["differs"]) == (0.5, 0.0, True)
+    assert (table["nesterov"]["candidate"], table["nesterov"]["differs"]) == ("(not taken)", False)

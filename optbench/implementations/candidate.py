@@ -48,7 +48,8 @@ def defaults_table(impl: Implementation, reference_defaults: dict) -> list[dict]
             rows.append({"option": "", "argument": argument, "reference": "(not an option of the reference)",
                          "candidate": value, "built": spec.fixed.get(argument, value)})
     for row in rows:
-        row["differs"] = row["argument"] != "" and row["option"] != "" and not _same(row["candidate"], row["reference"])
+        own_default = row["argument"] in own and row["option"] != ""  # a required argument has none to differ
+        row["differs"] = own_default and not _same(row["candidate"], row["reference"])
     return rows
 
 
