@@ -16,9 +16,12 @@ raises ``Divergence`` at it instead. Closure-driven optimizers (LBFGS) are not s
 from __future__ import annotations
 
 import random
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
+import numpy as np
 import torch
 
 from optbench.numerics.one_step import OneStep
@@ -48,6 +51,23 @@ class Finding:
                 f"(tolerance {self.tol_eps:g})")
 
 
+_HOOKED_STEP = torch.optim.Optimizer.profile_hook_step(lambda self: None).__code__  # torch's hook-running wrapper
+
+
+def _nested_step(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether this step runs inside another step of the same optimizer: a subclass's step calling
+    super().step(), where torch runs the hooks around both; only the outermost is the user's step. Read off
+    the call stack, so a step that raised (its post hooks never run) leaves nothing behind."""
+    frame, seen = sys._getframe(1), 0
+    while frame is not None:
+        if frame.f_code is _HOOKED_STEP and frame.f_locals.get("self") is optimizer:
+            seen += 1
+            if seen > 1:
+                return True
+        frame = frame.f_back
+    return False
+
+
 @dataclass
 class Watch:
     """The hooks and what they found; ``remove()`` detaches them."""
@@ -57,6 +77,7 @@ class Watch:
     watched: dict[str, torch.Tensor]
     every: int = 1
     strict: bool = False
+    hparams: dict | Callable[[dict], dict] | None = None  # the reference's options per group (see ``watch``)
     steps_checked: int = 0
     worst: dict[tuple[str, str], float] = field(default_factory=dict)
     first_divergence: Finding | None = None
@@ -69,6 +90,8 @@ class Watch:
         return {ids[id(p)]: g for g in self.optimizer.param_groups for p in g["params"] if id(p) in ids}
 
     def _pre(self, optimizer, args, kwargs) -> None:
+        if _nested_step(optimizer):
+            return
         self._step += 1
         if (self._step - 1) % self.every:
             self._before = None
@@ -81,7 +104,7 @@ class Watch:
         self._before = (before, {n: reference_gradient(p.grad) for n, p in live.items()})
 
     def _post(self, optimizer, args, kwargs) -> None:
-        if self._before is None:
+        if _nested_step(optimizer) or self._before is None:
             return
         before, grads = self._before
         after = {(n, "param"): as_array(p) for n, p in self.watched.items() if n in grads}
@@ -91,8 +114,7 @@ class Watch:
         groups = self._groups()
         for dtype in {self.watched[n].dtype for n in grads}:
             names = [n for n in grads if self.watched[n].dtype == dtype]
-            hp = {n: {k: reference_value(v) for k, v in groups[n].items() if k not in SKIP_KEYS}
-                  | {"dtype_eps": torch.finfo(dtype).eps} for n in names}
+            hp = {n: _hyperparameters(groups[n], self.hparams, dtype) for n in names}
             gate = OneStep(self.reference, hp, dtype)
             gate.record(self._step, before, after, {n: grads[n] for n in names}, {})
             for step, fqn, tensor, err, tol in gate.rows:
@@ -124,24 +146,77 @@ def _names(optimizer: torch.optim.Optimizer, names) -> dict[str, torch.Tensor]:
     return out
 
 
+def torch_optimizer_class(cls: type) -> type | None:
+    """The torch.optim optimizer ``cls`` is or subclasses (None for any other class)."""
+    return next((c for c in cls.__mro__
+                 if c is getattr(torch.optim, c.__name__, None) and c is not torch.optim.Optimizer), None)
+
+
+def _reference_module(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None) -> ModuleType:
+    """The reference module: the one given (a name, a dotted path or the module), else, for torch.optim's
+    optimizers and their subclasses only, the built-in one named after the torch class."""
+    cls = type(optimizer)
+    if reference is None:
+        torch_class = torch_optimizer_class(cls)
+        if torch_class is None:  # a third-party class: its name says nothing of its algorithm
+            raise ValueError(f"optbench.watch: {cls.__module__}.{cls.__qualname__} is not a torch.optim optimizer "
+                             "or a subclass of one, so no reference is assumed: pass reference= (a built-in "
+                             "name from 'optbench list', a dotted path to a module with init() and update(), or "
+                             "the module itself)")
+        reference = torch_class.__name__.lower().replace("sparseadam", "sparse_adam")
+    if not isinstance(reference, str):
+        return reference
+    try:
+        return load_reference(reference)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"optbench.watch: reference {reference!r} cannot be loaded ({exc}): pass a built-in name "
+                         "from 'optbench list' or a dotted path importable from here") from None
+
+
+def _hyperparameters(group: dict, hparams, dtype: torch.dtype) -> dict:
+    """What the reference gets for a param group: the group's options (Tensors as numbers), then ``hparams``
+    (a dict laid over them, or a function of the group returning the reference's options), and dtype_eps."""
+    hp = {k: reference_value(v) for k, v in group.items() if k not in SKIP_KEYS}
+    if callable(hparams):
+        hp = {k: reference_value(v) for k, v in hparams(dict(group)).items()}
+    elif hparams:
+        hp |= {k: reference_value(v) for k, v in hparams.items()}
+    return hp | {"dtype_eps": torch.finfo(dtype).eps}
+
+
+def _preflight(module: ModuleType, optimizer: torch.optim.Optimizer, hparams) -> None:
+    """Take one reference step per param group on a 1-element array, so that a reference needing an option
+    the group does not hold fails here, in one line, not inside the training loop's ``step()``."""
+    for g, group in enumerate(optimizer.param_groups):
+        dtype = group["params"][0].dtype if group["params"] else torch.float32
+        hp = _hyperparameters(group, hparams, dtype if dtype.is_floating_point else torch.float32)
+        x = np.ones(1)
+        try:
+            module.update(x, x, module.init(x, hp), hp)
+        except KeyError as exc:
+            held = ", ".join(k for k in group if k not in SKIP_KEYS)
+            raise ValueError(f"optbench.watch: reference {module.__name__!r} needs option {exc.args[0]!r}, which "
+                             f"param group {g} does not hold (it holds {held}): pass hparams= (a dict of the "
+                             "reference's options, or a function of the group returning them)") from None
+
+
 def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None = None, *, names=None,
           max_tensors: int = 16, max_numel: int = 1 << 18, every: int = 1, strict: bool = False,
-          seed: int = 0) -> Watch:
-    """Check every ``every``-th real step of ``optimizer`` against its float64 reference (by default the one
-    named after its class: ``adamw`` for AdamW, ``sparse_adam`` for SparseAdam); see the module docstring."""
-    if reference is None:
-        torch_class = next((c for c in type(optimizer).__mro__  # a subclass is checked as its torch optimizer
-                            if c is getattr(torch.optim, c.__name__, None) and c is not torch.optim.Optimizer),
-                           type(optimizer))
-        reference = torch_class.__name__.lower().replace("sparseadam", "sparse_adam")
-    module = load_reference(reference) if isinstance(reference, str) else reference
+          seed: int = 0, hparams: dict | Callable[[dict], dict] | None = None) -> Watch:
+    """Check every ``every``-th real step of ``optimizer`` against its float64 reference; see the module
+    docstring. ``reference`` defaults, for torch.optim's classes and their subclasses only, to the built-in
+    reference of the torch class (``adamw`` for AdamW, ``sparse_adam`` for SparseAdam); any other class must
+    name one. ``hparams`` maps a param group's options to the reference's (a dict laid over them, or a function
+    of the group) where a third-party class spells them otherwise."""
+    module = _reference_module(optimizer, reference)
     if getattr(module, "KIND", "gradient") != "gradient":
         raise ValueError("optbench.watch checks one tensor's step at a time: a closure-driven optimizer (LBFGS) or "
                          "one whose step couples a group's tensors (ScaledAdam's clipping) is not supported")
     if every < 1 or max_tensors < 1:
         raise ValueError("every and max_tensors must be at least 1")
+    _preflight(module, optimizer, hparams)
     candidates = [(n, p) for n, p in _names(optimizer, names).items() if p.numel() <= max_numel]
     chosen = sorted(random.Random(seed).sample(range(len(candidates)), min(max_tensors, len(candidates))))
-    w = Watch(optimizer, module, {candidates[i][0]: candidates[i][1] for i in chosen}, every, strict)
+    w = Watch(optimizer, module, {candidates[i][0]: candidates[i][1] for i in chosen}, every, strict, hparams)
     w._handles = [optimizer.register_step_pre_hook(w._pre), optimizer.register_step_post_hook(w._post)]
     return w

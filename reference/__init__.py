@@ -58,10 +58,12 @@ def builtin_names() -> list[str]:
 
 
 def load_reference(name: str) -> ModuleType:
-    """A reference module by built-in name (``adam``) or by dotted path (``my_pkg.ref.lion``)."""
-    if "." in name and os.getcwd() not in sys.path and "" not in sys.path:
+    """A reference module by built-in name (``adam``), else by module path (``my_pkg.ref.lion``, or a plain
+    ``lion_reference`` module), importable from the working directory or installed."""
+    own = "." not in name and name in builtin_names()
+    if not own and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # a user's reference module in the current directory
-    module = importlib.import_module(name if "." in name else f"{__name__}.{name}")
+    module = importlib.import_module(f"{__name__}.{name}" if own else name)
     kind = getattr(module, "KIND", "gradient")
     needed = {"closure": ("init", "step"), "group": ("init", "update_group")}.get(kind, ("init", "update"))
     missing = [f for f in needed if not callable(getattr(module, f, None))]

@@ -50,3 +50,77 @@ def test_sampling_every_and_remove_bound_the_cost():
     assert not watch.optimizer._optimizer_step_pre_hooks and not watch.optimizer._optimizer_step_post_hooks
     with pytest.raises(ValueError, match="closure-driven"):
         optbench.watch(torch.optim.LBFGS([torch.nn.Parameter(torch.zeros(2))]))
+
+
+class SplitBetasLion(torch.optim.Optimizer):
+    """A third-party Lion that spells its betas beta1, beta2 (not a torch.optim class, no torch subclass)."""
+
+    def __init__(self, params, lr=1e-4, beta1=0.9, beta2=0.99, weight_decay=0.0):
+        super().__init__(params, {"lr": lr, "beta1": beta1, "beta2": beta2, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    m = self.state[p].setdefault("exp_avg", torch.zeros_like(p))
+                    p.mul_(1 - group["lr"] * group["weight_decay"])
+                    p.add_(m.lerp(p.grad, 1 - group["beta1"]).sign_(), alpha=-group["lr"])
+                    m.lerp_(p.grad, 1 - group["beta2"])
+
+
+def test_a_third_party_class_gets_no_guessed_reference_and_names_its_own():
+    from tests.byo.lion import Lion, LionWithoutDecoupledDecay
+
+    model = torch.nn.Linear(4, 2)
+    for cls in (Lion, SplitBetasLion):  # named like no torch class, or subclassing only torch.optim.Optimizer
+        with pytest.raises(ValueError, match=r"is not a torch.optim optimizer .* pass reference="):
+            optbench.watch(cls(model.named_parameters()))
+    with pytest.raises(ValueError, match="reference 'no_such_module' cannot be loaded"):
+        optbench.watch(Lion(model.named_parameters()), reference="no_such_module")
+    # the reference's options spelled otherwise: one line at watch(), not a KeyError inside step()
+    with pytest.raises(ValueError, match=r"needs option 'betas', which param group 0 does not hold \(it holds lr, "
+                                         r"beta1, beta2, weight_decay\): pass hparams="):
+        optbench.watch(SplitBetasLion(model.named_parameters()), reference="tests.byo.lion_reference")
+
+    def betas(group):
+        return {"lr": group["lr"], "betas": (group["beta1"], group["beta2"]), "weight_decay": group["weight_decay"]}
+
+    def lion_run(cls, **options):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+        opt = cls(net.named_parameters(), lr=1e-3, weight_decay=0.1)
+        w = optbench.watch(opt, reference="tests.byo.lion_reference", **options)
+        x, y = torch.randn(256, 16), torch.randn(256, 4)
+        for _ in range(10):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(net(x), y).backward()
+            opt.step()
+        return w
+
+    assert lion_run(Lion).first_divergence is None
+    assert lion_run(SplitBetasLion, hparams=betas).first_divergence is None
+    wrong = lion_run(LionWithoutDecoupledDecay).first_divergence
+    assert wrong is not None and wrong.step == 1
+
+
+def test_a_step_that_raises_does_not_stop_the_watch():
+    class FlakyAdamW(torch.optim.AdamW):
+        calls = 0
+
+        def step(self, closure=None):
+            FlakyAdamW.calls += 1
+            if FlakyAdamW.calls == 2:
+                raise RuntimeError("flaky")
+            return super().step(closure)  # nested in torch's hooks: only the outer step is counted
+
+    model = torch.nn.Linear(4, 2)
+    opt = FlakyAdamW(model.named_parameters())
+    w = optbench.watch(opt)
+    for _ in range(4):
+        model(torch.randn(8, 4)).sum().backward()
+        try:
+            opt.step()
+        except RuntimeError:
+            pass
+    assert w.steps_checked == 3 and w.first_divergence is None

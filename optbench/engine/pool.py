@@ -234,15 +234,9 @@ class Pool:
 
     def close(self) -> None:
         """Stop every worker (at the end, or on an interrupt: their unfinished cases stay unrecorded)."""
-        for worker in list(self.workers):
+        for worker in list(self.workers):  # idle or abandoned: nothing of theirs is left to wait for
             worker.close()
-            if worker.unit is not None:
-                worker.kill()
-        for worker in list(self.workers):
-            try:
-                worker.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+            worker.kill()
             worker.log.unlink(missing_ok=True)
         self.workers.clear()
         try:

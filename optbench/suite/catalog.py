@@ -7,6 +7,8 @@ A suite with ``optimizer: null`` (``umup``) checks a ``candidate=`` only and is 
 
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -34,12 +36,20 @@ def suite_names(config_dirs=()) -> list[str]:
 
 
 def _load(entry) -> DictConfig:
-    """A suite file, or a one-line UsageError naming the file (and line) when it is not a suite file."""
+    """A suite file (a copy: callers may change it), or a one-line UsageError naming the file (and line) when
+    it is not a suite file. Each file's text is parsed once per process (a run reads each file several times)."""
+    text = entry.read_text(encoding="utf-8")
+    return copy.deepcopy(_parsed(entry.name, text, str(entry)))
+
+
+@lru_cache(maxsize=256)
+def _parsed(name: str, text: str, where: str) -> DictConfig:
     import yaml
 
-    stem = entry.name[: -len(".yaml")]
+    entry = Path(where)
+    stem = name[: -len(".yaml")]
     try:
-        cfg = OmegaConf.create(entry.read_text(encoding="utf-8"))
+        cfg = OmegaConf.create(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
