@@ -25,6 +25,15 @@ class NoMaximizeSGD(torch.optim.SGD):
                          nesterov=nesterov, foreach=foreach)
 
 
+class RejectsNesterovSGD(torch.optim.SGD):
+    """A correct SGD that rejects nesterov in its own words (a NotImplementedError, not torch's ValueError)."""
+
+    def __init__(self, params, nesterov=False, **kwargs):
+        if nesterov:
+            raise NotImplementedError("nesterov momentum is not implemented in this SGD")
+        super().__init__(params, **kwargs)
+
+
 class NeedsScaleSGD(torch.optim.SGD):
     """A correct SGD with a required extra constructor argument (``candidate_kwargs='{scale: 1.0}'``)."""
 

@@ -19,6 +19,8 @@ from tests.thirdparty.other_adam import OtherAdam
 SPEC = "tests/thirdparty/other_adam.yaml"
 RUN = ["suite=adam", "dtype=float32", "steps=5", "history_dir=null"]
 
+OTHER = "candidate:tests.thirdparty.other_adam.OtherAdam"  # the label of the spec's class
+
 
 def rows_of(out: Path) -> list[dict]:
     return json.loads((out / "results.json").read_text())["rows"]
@@ -35,7 +37,7 @@ def test_without_a_spec_the_rows_name_the_keys_each_side_keeps_and_its_own_error
     assert "state key(s) 'exp_avg', 'exp_avg_sq', 'step' kept only by the reference" in parity["detail"]
     assert "state key(s) 'grad_norm', 't' kept only by the implementation" in parity["detail"]
     negative_lr = next(r for r in rows_of(out) if r["check"] == "errors" and r["hparams"] == "a negative learning rate"
-                       and r["impl"] == "candidate:OtherAdam" and r["status"] != "info")
+                       and r["impl"] == OTHER and r["status"] != "info")
     assert negative_lr["status"] == "fail" and "got AssertionError" in negative_lr["detail"]
 
 
@@ -46,8 +48,8 @@ def test_a_spec_adapts_names_state_and_rejections_and_the_report_shows_the_defau
     said = capsys.readouterr().out
     rows = rows_of(out)
     assert code == 0, [(r["check"], r["hparams"], r["detail"]) for r in rows if r["status"] in ("fail", "error")]
-    assert "warning: candidate:OtherAdam's own defaults differ from the reference's: lr=0.01 (reference 0.001)" in said
-    mine = [r for r in rows if r["impl"] == "candidate:OtherAdam"]
+    assert "warning: " + OTHER + "'s own defaults differ from the reference's: lr=0.01 (reference 0.001)" in said
+    mine = [r for r in rows if r["impl"] == OTHER]
     verdicts = {r["hparams"]: r["status"] for r in mine if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
     assert verdicts["weight_decay"] == "pass" and verdicts["large_lr_l2"] == "pass"  # weight_decay reaches it as wd
     unsupported = {r["hparams"]: r["detail"] for r in mine if r["check"] == "parity" and r["status"] == "unsupported"}
@@ -166,10 +168,10 @@ def test_a_step_the_candidate_does_not_keep_is_left_out_on_both_sides_in_parity_
     out = tmp_path / "run"
     code = main(["run", *RUN, f"candidate={spec}", "impl=[candidate,for-loop]", "checks=[parity,cross]",
                  "options={lr: 0.01}", f"out_dir={out}"])
-    rows = [r for r in rows_of(out) if r["impl"] == "candidate:OtherAdam" and r["status"] not in ("", "info")]
+    rows = [r for r in rows_of(out) if r["impl"] == OTHER and r["status"] not in ("", "info")]
     assert code == 0, [r["detail"] for r in rows if r["status"] != "pass"]
     assert {r["check"] for r in rows} == {"parity", "cross"}
-    assert not any(r["tensor"] == "step" for r in rows_of(out) if r["impl"] == "candidate:OtherAdam")
+    assert not any(r["tensor"] == "step" for r in rows_of(out) if r["impl"] == OTHER)
 
 
 class RequiredLr(torch.optim.Optimizer):

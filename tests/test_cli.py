@@ -123,6 +123,18 @@ def test_candidate_without_an_option_gets_those_sets_unsupported_and_the_rest_ch
     assert "unsupported by candidate" in detail and "maximize" in detail
 
 
+def test_candidate_rejecting_an_option_in_its_own_words_gets_that_set_unsupported_with_its_message(tmp_path):
+    code = run(tmp_path, "suite=sgd", "candidate=tests.candidates.RejectsNesterovSGD", "impl=[candidate]",
+               "dtype=float64", "checks=[parity]", "steps=3")
+    assert code == 0, failing(tmp_path)
+    unsupported = {r["hparams"]: r["detail"] for r in rows(tmp_path) if r["status"] == "unsupported"}
+    assert set(unsupported) == {"nesterov"}, unsupported
+    assert unsupported["nesterov"].startswith("unsupported by candidate: it rejects momentum, nesterov, weight_decay "
+                                              "at construction: NotImplementedError: nesterov momentum is not "
+                                              "implemented in this SGD")
+    assert not any(r["status"] in ("error", "fail") for r in rows(tmp_path))
+
+
 def test_candidate_taking_no_hparam_set_at_all_is_never_a_pass(tmp_path):
     code = run(tmp_path, "suite=sgd", "candidate=tests.candidates.NoMaximizeSGD", "impl=[candidate]",
                "options={maximize: true}", "dtype=float64", "checks=[parity]", "steps=3")

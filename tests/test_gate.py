@@ -51,14 +51,14 @@ def gate_run(tmp_path_factory):
 def test_mutant_fails_its_items_and_correct_candidate_passes(gate_run):
     proc, counts, cases, _ = gate_run
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    klass = f"sgd.parity.candidate:{MUTANT.rsplit('.', 1)[1]}.float32"
+    klass = f"sgd.parity.candidate:{MUTANT}.float32"
     failed = {name for name, (outcome, _) in cases.items() if outcome == "failure"}
     # the mutant ignores weight decay under maximize: exactly the two hparam sets that have both fail
     assert failed == {f"{klass}::maximize_weight_decay", f"{klass}::momentum_dampening_maximize_groups"}, failed
     assert "first past tolerance" in cases[f"{klass}::maximize_weight_decay"][1]
     correct = {name: outcome for name, (outcome, _) in cases.items() if name.startswith("sgd-2.")}
-    assert correct == {"sgd-2.parity.candidate:CorrectSGD.float32::options": "passed",
-                       "sgd-2.parity.candidate:CorrectSGD::checked": "passed"}, correct
+    assert correct == {"sgd-2.parity.candidate:optbench.mutants.sgd.CorrectSGD.float32::options": "passed",
+                       "sgd-2.parity.candidate:optbench.mutants.sgd.CorrectSGD::checked": "passed"}, correct
     assert counts["failures"] == 2 and counts["errors"] == 0 and counts["tests"] == len(cases)
 
 
@@ -157,6 +157,7 @@ def test_a_candidate_that_ends_its_process_fails_its_item_and_the_gate_goes_on(t
     counts, cases = junit(tmp_path / "gate.xml")
     died = sorted(name for name, (outcome, m) in cases.items()
                   if outcome == "failure" and "its worker process exited with code 0 during this case" in m)
-    assert died == ["sgd.parity.candidate:ExitsSGD.float32::options", "sgd.parity.candidate:ExitsSGD::checked"], cases
+    assert died == ["sgd.parity.candidate:tests.candidates.ExitsSGD.float32::options",
+                    "sgd.parity.candidate:tests.candidates.ExitsSGD::checked"], cases
     assert cases["sgd.parity.for-loop.float32::options"][0] == "passed"  # its group's case before it
     assert counts["tests"] == 4

@@ -54,7 +54,7 @@ def test_a_candidate_that_ends_or_hangs_its_process_is_an_error_row_and_the_run_
     assert data["run"]["status"] == "finished"
     errors = [r for r in data["rows"]
               if r["status"] == "error" and r["check"] == "parity" and r["hparams"] == "options"]
-    assert [r["impl"] for r in errors] == [f"candidate:{candidate}"] and how in errors[0]["detail"]
+    assert [r["impl"] for r in errors] == [f"candidate:tests.candidates.{candidate}"] and how in errors[0]["detail"]
     # the cases beside it ran: the for-loop's parity passed in its group, after the crash too
     assert any(r["impl"] == "for-loop" and r["check"] == "parity" and r["status"] == "pass" for r in data["rows"])
 

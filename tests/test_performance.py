@@ -149,8 +149,9 @@ def test_speed_check_rows_roofline_and_overheads_and_a_slow_candidate_shows_it(t
     assert {r["workload"] for r in rows if r["metric"] == "speed.overhead"} == set(speed.EDGE_CASES)
     # 1024 extra 32-element tensors on a 2e4-parameter model: the for-loop's per-tensor cost dominates
     assert value(rows, "for-loop", "speed.overhead", "tiny_tensors") > 2
-    assert value(rows, "candidate:SlowSGD", "time.step_ms") >= 20
-    assert value(rows, "candidate:SlowSGD", "roofline.pct") < value(rows, "for-loop", "roofline.pct") / 2
+    slow = "candidate:tests.test_performance.SlowSGD"
+    assert value(rows, slow, "time.step_ms") >= 20
+    assert value(rows, slow, "roofline.pct") < value(rows, "for-loop", "roofline.pct") / 2
     report = (out / "report.md").read_text()
     assert "% of roofline" in report and "Edge-case overheads" in report and "peak transient" in report
 

@@ -75,7 +75,7 @@ def test_joblib_sweep_exit_code_is_the_worst_jobs(tmp_path, monkeypatch):
     assert [(j["num"], j["exit_code"]) for j in record["sweep"]["jobs"]] == [(0, 0), (1, 1)]
     verdicts = {r["impl"]: r["status"] for r in record["rows"]
                 if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
-    assert verdicts == {"candidate:CorrectSGD": "pass", "candidate:DecayIgnoredUnderMaximizeSGD": "fail"}
+    assert verdicts == {"candidate:optbench.mutants.sgd.CorrectSGD": "pass", f"candidate:{MUTANT}": "fail"}
 
 
 def test_a_job_that_crashes_loses_nothing_of_the_others(tmp_path, monkeypatch, capsys):
@@ -181,7 +181,7 @@ def test_submitit_local_sweep_merges_jobs_records_a_killed_one_and_exits_with_th
     assert [(j["num"], j["status"], j["exit_code"]) for j in jobs] == [(0, "completed", 0), (1, "started", 4)]
     assert "stopped without finishing (killed?); the" in jobs[1]["problem"]
     kept = {(r["impl"], r["status"]) for r in record["rows"] if r["metric"] == "parity.max_err_eps" and not r["fqn"]}
-    assert ("candidate:CorrectSGD", "pass") in kept and ("for-loop", "pass") in kept
+    assert ("candidate:optbench.mutants.sgd.CorrectSGD", "pass") in kept and ("for-loop", "pass") in kept
     assert (out / ".submitit").is_dir() or any(out.rglob("*_submitted.pkl"))
 
 

@@ -63,12 +63,30 @@ def unsupported(case: Case, ctx: RunContext) -> str:
     except TypeError as exc:
         if impl.is_candidate and "unexpected keyword" in str(exc):
             return f"unsupported by candidate: {exc}"
+        if impl.is_candidate and (why := rejected_at_construction(impl, hset, params, exc)):
+            return why
         raise
-    except ValueError as exc:
-        if not impl.is_candidate:
+    except Exception as exc:
+        if not impl.is_candidate and isinstance(exc, ValueError):
             return f"torch rejects this combination at construction: {str(exc).splitlines()[0]}"
+        if impl.is_candidate and (why := rejected_at_construction(impl, hset, params, exc)):
+            return why
         raise
     return ""
+
+
+def rejected_at_construction(impl, hset, params: dict, exc: BaseException) -> str:
+    """Where a candidate's constructor raises on this set's options but takes the reference's defaults (the
+    set with no options of its own), it rejects those options in its own words: unsupported, with its message.
+    One that raises on the defaults too is broken, not selective: "" (the case is an error)."""
+    plain = type(hset)(name=hset.name, options={})
+    try:
+        plain.build(impl, params)
+    except Exception:
+        return ""
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return (f"unsupported by candidate: it rejects {', '.join(sorted(hset.option_names()))} at construction: "
+            f"{type(exc).__name__}: {message}")
 
 
 def complex_rejection(case: Case, ctx: RunContext) -> str:

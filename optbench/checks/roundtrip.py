@@ -83,6 +83,18 @@ def taken_set(impl, suite: Suite, hset: HparamSet) -> tuple[HparamSet | None, st
     return taken, ""
 
 
+def _rejected(case: Case, ctx: RunContext) -> str:
+    """The candidate's own words where its constructor rejects the round-trip set's options ("" if it takes them)."""
+    from optbench.checks.parity import rejected_at_construction
+
+    params = ctx.workload(case.suite, case.hset, case.dtype).materialize(DTYPES[case.dtype], ctx.device)
+    try:
+        case.hset.build(case.impl, params)
+    except Exception as exc:
+        return rejected_at_construction(case.impl, case.hset, params, exc)
+    return ""
+
+
 class RoundTripCheck:
     """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``; a row per scenario."""
 
@@ -109,6 +121,9 @@ class RoundTripCheck:
                            f"  UNSUP round-trip {case.impl_name:>10}: {case.skip}")
         rt = ctx.cfg.roundtrip
         workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
+        if case.impl.is_candidate and (why := _rejected(case, ctx)):
+            return Outcome([row(case.labels, check="roundtrip", metric=CASE_UNSUPPORTED, value=1,
+                                status="unsupported", detail=why)], f"  UNSUP round-trip {case.impl_name:>10}: {why}")
         if not case.impl.named:
             why = _named_refusal(case, workload)
             if why:

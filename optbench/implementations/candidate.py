@@ -28,7 +28,8 @@ def candidate_implementation(spec: CandidateSpec, reference_defaults: dict,
     cls = load_optimizer_class(spec.cls)
     spec.decoder()  # a decoder that cannot be imported is the user's to fix before anything runs
     base = {k: v for k, v in spec.renamed(reference_defaults).items() if takes(cls, k, through_kwargs=False)}
-    return Implementation(f"candidate:{spec.cls.rpartition('.')[2]}", cls, is_candidate=True,
+    # named by its dotted path: two classes of one name (a.Lion, b.Lion) never share a label in results
+    return Implementation(f"candidate:{spec.cls}", cls, is_candidate=True,
                           extra_kwargs=dict(kwargs or {}), base_kwargs={**base, **spec.fixed}, spec=spec)
 
 

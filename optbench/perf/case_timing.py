@@ -84,7 +84,7 @@ def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Ti
         rows.append(row(labels, check=check, metric=TIME_COMPILE_S, value=first_s, unit="s",
                         detail="the first step: dynamo trace + inductor compile, apart from the step time"))
     optimizer = case.suite.optimizer or type(stepper.optimizer).__name__
-    cost = step_cost(optimizer, stepper.optimizer.param_groups)
+    cost = step_cost(optimizer, stepper.optimizer.param_groups, case.suite.roofline)
     stepped = sum(p.numel() for p in params.values() if p.grad is not None)
     rows.append(row(labels, check=check, metric=SPEED_PARAMS_PER_S, value=stepped / t, unit="params/s"))
     pct = float("nan")

@@ -227,6 +227,7 @@ class Suite:
     describes: str | None = None  # a suite without a torch optimizer: the dotted class its deviations describe
     error_param_meta: dict = field(default_factory=dict)  # attributes every error input's parameters carry
     candidates: tuple = ()  # CandidateSpecs: how third-party classes read as this suite's reference (candidates:)
+    roofline: dict = field(default_factory=dict)  # a declared step cost (optbench.perf.roofline.declared_cost)
 
     def candidate_spec(self, dotted_path: str):
         """The suite's adapter for the class ``dotted_path`` (``candidates:``), or None."""
@@ -294,6 +295,7 @@ class Suite:
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Suite:
         from optbench.implementations.candidate_spec import CandidateSpec
+        from optbench.perf.roofline import declared_cost
 
         for h in cfg.hparams:
             _keys(h, {"name", "options", "groups", "dtypes", "workload", "impls", "note", "schedule"},
@@ -335,4 +337,5 @@ class Suite:
             error_param_meta=plain(cfg.get("error_param_meta", {})) or {},
             candidates=tuple(CandidateSpec.from_mapping(c, f"suite {cfg.name}: candidates[{i}]")
                              for i, c in enumerate(cfg.get("candidates") or ())),
+            roofline=declared_cost(plain(cfg.get("roofline"))),
         )
