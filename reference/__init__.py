@@ -18,6 +18,11 @@ algorithm, never importing torch):
   (a list, a string) is private to it and is not compared. Inputs are never mutated.
 * A module whose documented algorithm creates state at construction, for every parameter whether it
   ever gets a gradient or not (Adagrad's accumulator), sets ``EAGER_STATE = True``.
+* A module whose update is discontinuous (a sign, a clamp choosing a branch) may define
+  ``decisions(param, grad, state, hp) -> [(value, scale), ...]``: the value whose sign decides each element
+  (Lion's interpolated momentum; a clamp's input minus its boundary) and the magnitude its rounding scales
+  with. Where ``|value| < 4 eps scale`` the outcome is the rounding's: the one-step check leaves the element
+  out (counted) and the free-running reference goes on from the implementation's outcome there.
 * Where torch departs from its documented algorithm, the reference keeps the documented algorithm
   (in float64) and the departure is a finding (docs/findings.md), never a copied behaviour.
 

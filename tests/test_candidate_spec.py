@@ -191,3 +191,34 @@ def test_the_defaults_table_flags_only_a_default_that_differs():
     momentum = table["momentum"]
     assert (momentum["candidate"], momentum["built"], momentum["differs"]) == (0.5, 0.0, True)
     assert (table["nesterov"]["candidate"], table["nesterov"]["differs"]) == ("(not taken)", False)
+
+
+def test_a_sign_decided_by_rounding_is_left_out_and_a_wrong_lion_still_fails_at_bfloat16(tmp_path):
+    """Lion's step is lr * sign(c): where c is within rounding of 0 a correct bfloat16 step may take either sign.
+    Those elements (counted) are left out of the one-step gate, and the free-running reference goes on from the
+    implementation's outcome there; the mutants, whose bugs are not decided by rounding, still fail."""
+    def run_lion(cls, out):
+        return main(["run", "suite=lion", f"candidate=optbench.mutants.lion.{cls}", "dtype=bfloat16",
+                     "checks=[parity]", "steps=15", "history_dir=null", f"out_dir={out}"])
+
+    assert run_lion("CorrectLionMulAdd", tmp_path / "ok") == 0
+    rows = rows_of(tmp_path / "ok")
+    left_out = [r["value"] for r in rows if r["metric"] == "parity.one_step_decisions_left_out"]
+    assert left_out and all(v > 0 for v in left_out)  # counted, per case
+    assert any(r["metric"] == "parity.decisions_adopted" for r in rows)
+    for mutant in ("LionWithL2Decay", "LionMomentumFirst", "LionInterpolatingWithBeta2"):
+        assert run_lion(mutant, tmp_path / mutant) == 1, mutant
+
+
+@pytest.mark.parametrize("library, exit_code", [("lion_pytorch", 0), ("pytorch_optimizer", 1)])
+def test_third_party_lions_at_every_dtype(library, exit_code, tmp_path):
+    """lion-pytorch passes suite=lion at float64, float32 and bfloat16 (its bfloat16 signs near 0 are rounding's:
+    left out, counted); pytorch-optimizer's Lion steps right, and fails only the name_aware round-trip (F38)."""
+    pytest.importorskip(library)
+    code = main(["run", "suite=lion", f"candidate={library}.Lion", "checks=[parity,roundtrip,errors]", "steps=10",
+                 "history_dir=null", f"out_dir={tmp_path}"])
+    bad = {(r["check"], r["metric"]) for r in rows_of(tmp_path) if r["status"] in ("fail", "error")}
+    assert code == exit_code, bad
+    assert bad == (set() if exit_code == 0 else {("roundtrip", "roundtrip.name_aware")})
+    assert {r["dtype"] for r in rows_of(tmp_path) if r["check"] == "parity" and r["status"] == "pass"} == {
+        "float64", "float32", "bfloat16"}

@@ -95,7 +95,15 @@ GRADIENTS = {"dense": lambda p: torch.ones_like(p), "sparse": lambda p: torch.on
 
 
 def exception_class(name: str) -> type:
+    """A builtin or torch exception by name, or any by dotted path (a library's own: ``pkg.errors.BadLR``)."""
     cls = getattr(builtins, name, None) or getattr(torch, name, None)
+    if cls is None and "." in name:
+        from optbench.implementations.dotted import CandidateError, import_dotted
+
+        try:
+            cls = import_dotted(name, "exception class")
+        except CandidateError:
+            cls = None
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         raise ValueError(f"error input expects unknown exception class {name!r}")
     return cls

@@ -17,7 +17,9 @@ from optbench.metrics import (
     CASE_SKIPPED,
     CASE_UNSUPPORTED,
     DEVIATION_OBSERVED,
+    PARITY_DECISIONS_ADOPTED,
     PARITY_MAX_ERR_EPS,
+    PARITY_ONE_STEP_DECISIONS_LEFT_OUT,
     PARITY_ONE_STEP_MAX_ERR_EPS,
     PARITY_STEP_MAX_ERR_EPS,
     PARITY_TOL_EPS,
@@ -189,10 +191,15 @@ class ParityCheck:
         gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
         ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor)
                                                      for _, errs in declared for e in errs.itertuples()}
-        rows, line = self._rows(case, gated, declared, traj.one_sided)
+        rows, line = self._rows(case, gated, declared, traj.one_sided, traj.decisions_left_out)
+        if traj.decisions_adopted:
+            rows.append(row(labels, check="parity", metric=PARITY_DECISIONS_ADOPTED, value=traj.decisions_adopted,
+                            unit="element-steps", gate="trajectory",
+                            detail="a sign or clamp decided within rounding: the reference went on from the "
+                                   "implementation's outcome there (either is a correct step)"))
         return Outcome(rows + precision_rows(case.labels, traj.dtypes) + fixed, line)
 
-    def _rows(self, case: Case, gated, declared, one_sided: dict) -> tuple[list[dict], str]:
+    def _rows(self, case: Case, gated, declared, one_sided: dict, left_out: int = 0) -> tuple[list[dict], str]:
         labels = case.labels
         over = gated[gated.err_eps > gated.tol]
         drift, local = gated[gated.kind == "trajectory"], gated[gated.kind == "one-step"]
@@ -236,7 +243,13 @@ class ParityCheck:
                             value=float(local.err_eps.max()), unit="eps", status="fail" if len(local_over) else "pass",
                             gate="one-step",
                             detail=("each step from the implementation's own state; the parameter's update in eps of "
-                                    f"the update (tolerance {float(local.tol.max()):g})")))
+                                    f"the update (tolerance {float(local.tol.max()):g})"
+                                    + (f"; {left_out} element-steps left out: a sign or clamp the reference's "
+                                       "decisions() shows decided within rounding" if left_out else ""))))
+            if left_out:
+                rows.append(row(labels, check="parity", metric=PARITY_ONE_STEP_DECISIONS_LEFT_OUT, value=left_out,
+                                unit="element-steps", gate="one-step",
+                                detail="a sign or clamp decided within rounding: either outcome is a correct step"))
             rows += [row(labels, check="parity", metric=PARITY_ONE_STEP_MAX_ERR_EPS, value=err, unit="eps", fqn=fqn,
                          tensor=tensor, gate="one-step")
                      for (fqn, tensor), err in local.groupby(["fqn", "tensor"]).err_eps.max().items()]

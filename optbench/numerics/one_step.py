@@ -41,6 +41,10 @@ ONE_STEP_TOL = 16.0
 # move seen. Rounding error analysis: a correct step is the exact step of inputs perturbed by a few eps.
 ENVELOPE_DRAWS = 2
 ENVELOPE_FACTOR = 4.0
+# A discontinuous decision (a sign, a clamp at its boundary) whose deciding value is within this many eps of
+# the magnitudes it is computed from: its outcome is the rounding's, so the element's update is left out
+# (counted and reported) where the reference declares its decisions (``decisions()`` in its contract).
+DECISION_ROUNDINGS = 4.0
 
 
 def ulp(x: np.ndarray, dtype: torch.dtype) -> np.ndarray:
@@ -77,6 +81,21 @@ def update_error(p_old: np.ndarray, p_new: np.ndarray, ref_new: np.ndarray, dtyp
         return err_eps(p_new - p_old, ref_new - p_old, eps, scale, slack)
 
 
+def decided_by_rounding(reference, param, grad, state: dict, hp: dict, eps: float, shape) -> np.ndarray | bool:
+    """Where the reference declares ``decisions(param, grad, state, hp)``, a list of ``(value, scale)`` (the value
+    whose sign decides a discontinuous branch, e.g. Lion's interpolated momentum, or a clamp's input minus its
+    boundary; the magnitude its rounding scales with): the elements with ``|value| <= DECISION_ROUNDINGS * eps *
+    scale``, whose outcome is the rounding's. False where it declares none."""
+    decide = getattr(reference, "decisions", None)
+    if decide is None or grad is None:
+        return False
+    mask = np.zeros(shape, dtype=bool)
+    for value, scale in decide(param, grad, state, hp):
+        with np.errstate(invalid="ignore"):
+            mask |= np.broadcast_to(np.abs(value) < DECISION_ROUNDINGS * eps * np.abs(scale), shape)  # 0 of 0: no
+    return mask
+
+
 class OneStep:
     """Accumulates one-step rows ``(step, fqn, tensor, err_eps, tol)`` over a trajectory.
 
@@ -93,6 +112,7 @@ class OneStep:
         self.update_eps = max(update_eps or 0.0, self.eps, UPDATE_FLOOR_EPS)
         self.scales: dict[tuple[str, str], float] = {}
         self.rows: list[tuple] = []
+        self.left_out = 0  # element-steps at a decision within rounding (``_at_decision``), not judged
 
     def _envelopes(self, step: int, name: str, p_old, grad, state, ref_param, ref_state):
         """Per element, the largest move of the reference's update and new state under input rounding."""
@@ -108,6 +128,13 @@ class OneStep:
                     if isinstance(v, np.ndarray) and k in new_state:
                         state_env[k] = np.fmax(state_env.get(k, 0.0), np.abs(np.asarray(new_state[k]) - v))
         return ENVELOPE_FACTOR * update_env, {k: ENVELOPE_FACTOR * v for k, v in state_env.items()}
+
+    def _at_decision(self, p_old, grad, state: dict, name: str, shape) -> np.ndarray | bool:
+        """Elements whose update hangs on a decision rounding can take either way (``decided_by_rounding``),
+        counted in ``left_out``."""
+        mask = decided_by_rounding(self.reference, p_old, grad, state, self.hp[name], self.eps, shape)
+        self.left_out += int(np.sum(mask))
+        return mask
 
     def _subnormal(self, ref_state: dict, shape) -> np.ndarray | bool:
         """Elements whose exact new state (any tensor shaped like the parameter) lies in the dtype's
@@ -136,7 +163,8 @@ class OneStep:
             state = {**(private.get(name) or self.reference.init(p_old, self.hp[name])), **own}
             ref_param, ref_state = self.reference.update(p_old, grad, state, self.hp[name])
             ref_param = widened(ref_param)
-            subnormal = np.where(self._subnormal(ref_state, ref_param.shape), np.inf, 0.0)
+            at_decision = self._at_decision(p_old, grad, state, name, ref_param.shape)
+            subnormal = np.where(self._subnormal(ref_state, ref_param.shape) | at_decision, np.inf, 0.0)
             key = (name, "param")
             self.scales[key] = max(self.scales.get(key, 0.0), magnitude(ref_param - p_old))
             compared = {k: widened(v) for k, v in ref_state.items()

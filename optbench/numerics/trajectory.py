@@ -18,7 +18,7 @@ import torch
 from optbench.implementations import Implementation
 from optbench.numerics.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.numerics.master_copy import RoundingYardstick, model_rows
-from optbench.numerics.one_step import OneStep
+from optbench.numerics.one_step import OneStep, decided_by_rounding
 from optbench.numerics.precision import kept_in
 from optbench.reference.complex import as_complex
 from optbench.state.batched import per_parameter_state
@@ -86,6 +86,8 @@ class Trajectory:
     dtypes: dict = field(default_factory=dict)
     # state tensor name -> the one side that keeps it ("the implementation" or "the reference")
     one_sided: dict = field(default_factory=dict)
+    decisions_left_out: int = 0  # one-step element-steps at a sign/clamp decided within rounding (not judged)
+    decisions_adopted: int = 0  # trajectory element-steps where the reference took the implementation's outcome
 
 
 class _GradientReference:
@@ -104,6 +106,39 @@ class _GradientReference:
                 self.state[name] = self.reference.init(self.params[name], self.hp[name])
             self.params[name], self.state[name] = self.reference.update(self.params[name], grad, self.state[name],
                                                                         self.hp[name])
+
+    def decided_by_rounding(self, grads: dict, eps: float, theirs: dict) -> dict[str, np.ndarray]:
+        """Per FQN (only those with any), the elements whose next update hangs on a decision that rounding
+        decides: within rounding of its boundary from the reference's state (``one_step.decided_by_rounding``),
+        or decided the other way from the implementation's own pre-step state ``theirs`` (a snapshot), whose
+        drift from the reference's (rounding accumulated in its state) the trajectory judges on its own."""
+        out = {}
+        for name, grad in grads.items():
+            if grad is None or isinstance(grad, tuple):
+                continue
+            hp, param = self.hp[name], self.params[name]
+            state = self.state.get(name) or self.reference.init(param, hp)
+            mask = decided_by_rounding(self.reference, param, grad, state, hp, eps, param.shape)
+            own = {k: v for (n, k), v in theirs.items() if n == name and k != "param"}
+            if (name, "param") in theirs and all(np.shape(v) == np.shape(state.get(k)) for k, v in own.items()):
+                mine, other = (self.reference.decisions(p, grad, st, hp)
+                               for p, st in ((param, state), (theirs[(name, "param")], {**state, **own})))
+                for (a, _), (b, _) in zip(mine, other):
+                    mask = mask | np.broadcast_to(np.sign(a) != np.sign(b), param.shape)
+            if np.any(mask):
+                out[name] = mask
+        return out
+
+    def adopt(self, decided: dict[str, np.ndarray], actual: dict) -> int:
+        """Where a decision was the rounding's, go on from the implementation's parameter (either outcome is a
+        correct step; a free-running trajectory would carry one flip as drift for good); how many elements."""
+        count = 0
+        for name, mask in decided.items():
+            theirs = actual.get((name, "param"))
+            if theirs is not None and theirs.shape == mask.shape:
+                self.params[name] = np.where(mask, theirs, self.params[name])
+                count += int(mask.sum())
+        return count
 
     def expected(self) -> dict[tuple[str, str], np.ndarray]:
         out = {(n, "param"): v for n, v in self.params.items()}
@@ -248,7 +283,7 @@ def run_trajectory(
     scheduler = torch_scheduler(hset.schedule, stepper.optimizer) if hset.schedule else None
     base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
     lr_groups = _groups_by_name(stepper.optimizer, stepped) if hset.schedule else {}
-    rows, snapshots, scales, noise, one_sided = [], [], {}, {}, {}
+    rows, snapshots, scales, noise, one_sided, adopted = [], [], {}, {}, {}, 0
     skipped = impl.skipped_state  # a candidate spec's ignore (and step: none): compared on neither side
     # The one-step gate feeds one tensor's own state to a per-tensor reference: not for a group-coupled step.
     local = OneStep(reference, hp, judged, update_eps) if one_step and kind == "gradient" else None
@@ -262,15 +297,20 @@ def run_trajectory(
         else:
             set_gradients(params, workload, step)
             grads = {n: reference_gradient(p.grad) for n, p in params.items()}
-            before = snapshot(stepper.optimizer, stepped) if local else None
+            decides = kind == "gradient" and hasattr(reference, "decisions")
+            before = snapshot(stepper.optimizer, stepped) if local or decides else None
             private = dict(ref.state)  # the reference's own state before the step (update never mutates it)
+            decided = ref.decided_by_rounding(grads, torch.finfo(judged).eps, before) if decides else {}
             stepper.step()
             ref.step(grads)
             if yardstick is not None:
                 yardstick.step(grads)
         if scheduler is not None:
             scheduler.step()
-        actual, expected = snapshot(stepper.optimizer, stepped), ref.expected()
+        actual = snapshot(stepper.optimizer, stepped)
+        if not closure_driven and decided:  # a sign decided by rounding: the reference goes on from the impl's side
+            adopted += ref.adopt(decided, actual)
+        expected = ref.expected()
         if skipped:
             actual = {k: v for k, v in actual.items() if k[1] not in skipped}
             expected = {k: v for k, v in expected.items() if k[1] not in skipped}
@@ -301,4 +341,5 @@ def run_trajectory(
     if local:
         errors = pd.concat([errors, pd.DataFrame(local.rows, columns=columns).assign(kind="one-step")],
                            ignore_index=True)
-    return Trajectory(errors, snapshots, kept_in(stepper.optimizer, stepped, params), one_sided)
+    return Trajectory(errors, snapshots, kept_in(stepper.optimizer, stepped, params), one_sided,
+                      local.left_out if local else 0, adopted)
