@@ -12,7 +12,10 @@ algorithm, never importing torch):
   None that step is not passed at all (torch skips it: no state change).
 * ``hp`` holds the param group's full hyperparameters, spelled as the torch constructor spells them,
   with every default filled in (Tensor hyperparameters arrive as Python floats, pairs as tuples),
-  plus ``dtype_eps``: machine eps of the dtype under test, for algorithms whose defaults use it.
+  plus ``dtype_eps``: machine eps of the dtype under test, for algorithms whose defaults use it, and
+  (in parity runs) ``iteration``: the optimizer's ``step()`` calls so far, this one included, for an
+  algorithm whose documented implementation counts steps per param group (every call, whether this
+  tensor had a gradient or not) rather than per tensor; absent elsewhere (``optbench.watch``).
 * State keys are spelled as torch spells them (``step``, ``exp_avg``, ``square_avg``, ...) so state is
   compared by name; values are float64 ndarrays or NumPy scalars. Anything else a reference keeps
   (a list, a string) is private to it and is not compared. Inputs are never mutated.

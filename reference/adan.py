@@ -17,8 +17,10 @@ pytorch-optimizer ``previous_grad`` = -g_k); ``step`` counts this tensor's updat
 Where the paper is silent or implementations differ:
 * Algorithm 1 has no bias correction and its own initialisation; the official code (followed here) starts the
   moments at 0, bias-corrects all three, and sets the previous gradient at the first step.
-* The official code, timm and pytorch-optimizer count ``step`` per group (and the official code retakes the
-  previous gradient at group step 1): different from per tensor only when a tensor misses a gradient.
+* The official code, timm and pytorch-optimizer count ``step`` per group: the bias corrections use ``hp``'s
+  ``iteration`` (every step() call) where the harness gives it, else this tensor's own count; the first
+  difference is 0 at this tensor's own first update (pytorch-optimizer initialises the previous gradient
+  from the first one it sees; the official code retakes it at group step 1).
 * ``max_grad_norm`` > 0 (official, pytorch-optimizer) clips by the global norm of all gradients, coupling the
   tensors: not modelled (refused). Nor are the paper's restart condition (``restart_opt``) or timm's ``caution``.
 """
@@ -43,9 +45,11 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
     weight_decay = hp.get("weight_decay", 0.0)
     no_prox = hp.get("no_prox", hp.get("weight_decouple", False))
     g = -grad if hp.get("maximize", False) else grad
-    step = state["step"] + 1.0
+    first = state["step"] == 0.0  # this tensor's first update: no previous gradient, no difference
+    # the official code counts steps per param group: its bias corrections use every step() call
+    step = float(hp.get("iteration", state["step"] + 1.0))
 
-    diff = np.zeros_like(g) if step == 1.0 else g + state["neg_pre_grad"]
+    diff = np.zeros_like(g) if first else g + state["neg_pre_grad"]
     exp_avg = beta1 * state["exp_avg"] + (1.0 - beta1) * g
     exp_avg_diff = beta2 * state["exp_avg_diff"] + (1.0 - beta2) * diff
     nesterov = g + beta2 * diff

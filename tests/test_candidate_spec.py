@@ -222,3 +222,16 @@ def test_third_party_lions_at_every_dtype(library, exit_code, tmp_path):
     assert bad == (set() if exit_code == 0 else {("roundtrip", "roundtrip.name_aware")})
     assert {r["dtype"] for r in rows_of(tmp_path) if r["check"] == "parity" and r["status"] == "pass"} == {
         "float64", "float32", "bfloat16"}
+
+
+@pytest.mark.parametrize("options, exit_code", [("{weight_decay: 0.05, no_prox: true}", 0), ("{maximize: true}", 1)])
+def test_pytorch_optimizers_adan_against_the_reference_and_its_maximize_bug(options, exit_code, tmp_path):
+    """suite=adan through its adapter (no_prox renamed, the previous gradient's key mapped, a per-group step
+    counter whose count the reference's bias corrections use): right, except under maximize (F39)."""
+    pytest.importorskip("pytorch_optimizer")
+    code = main(["run", "suite=adan", "candidate=pytorch_optimizer.Adan", "checks=[parity]", "steps=10",
+                 f"options={options}", "history_dir=null", f"out_dir={tmp_path}"])
+    bad = [(r["dtype"], r["detail"][:120]) for r in rows_of(tmp_path) if r["status"] in ("fail", "error")]
+    assert code == exit_code, bad
+    if exit_code:
+        assert {d for d, _ in bad} == {"float64", "float32", "bfloat16"}

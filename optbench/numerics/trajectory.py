@@ -288,6 +288,8 @@ def run_trajectory(
     # The one-step gate feeds one tensor's own state to a per-tensor reference: not for a group-coupled step.
     local = OneStep(reference, hp, judged, update_eps) if one_step and kind == "gradient" else None
     for step in range(workload.steps):
+        for h in hp.values():  # step() calls so far, this one included: a per-group step counter's value
+            h["iteration"] = float(step + 1)
         for name, lr in base_lr.items():  # the documented schedule, in place (the references hold these dicts)
             hp[name]["lr"] = scheduled_lr(lr * schedule_factor(hset.schedule, step), lr_groups[name]["lr"])
         if closure_driven:
