@@ -10,7 +10,13 @@ os.environ.setdefault("OPTBENCH_HISTORY_DIR", "")
 os.environ.setdefault("OPTBENCH_JOBS", "0")
 
 
+# Modules whose tests run whole optbench processes for 5-25 s each: collected first, so pytest-xdist hands them out
+# at the start and the run does not end on one worker finishing a long test while the other idles.
+LONG_FIRST = ("test_isolation.py", "test_sweep.py", "test_reshard.py", "test_gate.py", "test_bring_your_own.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: the same order on every worker
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA")
