@@ -8,25 +8,6 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).parents[1]
-LION = textwrap.dedent('''
-    import torch
-
-    class Lion(torch.optim.Optimizer):
-        def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
-            super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
-
-        @torch.no_grad()
-        def step(self, closure=None):
-            for group in self.param_groups:
-                beta1, beta2 = group["betas"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    m = self.state[p].setdefault("exp_avg", torch.zeros_like(p))
-                    p.mul_(1 - group["lr"] * group["weight_decay"])
-                    p.add_(m.lerp(p.grad, 1 - beta1).sign_(), alpha=-group["lr"]{mutation})
-                    m.lerp_(p.grad, 1 - beta2)
-''')
 SUITE = textwrap.dedent('''
     name: mylion
     optimizer: null
@@ -40,10 +21,12 @@ SUITE = textwrap.dedent('''
 
 
 def project(tmp_path: Path) -> Path:
-    """The author's folder: lion_ref.py (a plain module), my_lion.Lion, their_lion.Lion (a wrong one) and the suite."""
-    (tmp_path / "lion_ref.py").write_text((REPO / "tests" / "byo" / "lion_reference.py").read_text())
-    (tmp_path / "my_lion.py").write_text(LION.replace("{mutation}", ""))
-    (tmp_path / "their_lion.py").write_text(LION.replace("{mutation}", " * 1.01"))
+    """The author's folder: lion_ref.py (a plain module), my_lion.Lion, their_lion.Lion (named Lion too, and wrong:
+    weight decay added to the gradient) and the suite: copies of tests/byo, so nothing is imported from the repo."""
+    byo = REPO / "tests" / "byo"
+    (tmp_path / "lion_ref.py").write_text((byo / "lion_reference.py").read_text())
+    (tmp_path / "my_lion.py").write_text((byo / "lion.py").read_text())
+    (tmp_path / "their_lion.py").write_text((byo / "lion.py").read_text() + "\n\nLion = LionWithoutDecoupledDecay\n")
     (tmp_path / "conf" / "suite").mkdir(parents=True)
     (tmp_path / "conf" / "suite" / "mylion.yaml").write_text(SUITE)
     return tmp_path
@@ -68,6 +51,11 @@ def test_a_plain_reference_module_and_a_declared_roofline_from_the_working_direc
     bad.write_text(SUITE.replace("streams: 5", "streams: two"))
     done = optbench(cwd, "candidate=my_lion.Lion", "out_dir=out2")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "roofline" in done.stderr
+    bad.write_text(SUITE.replace("reference: lion_ref", "reference: lion_reff"))  # a typo: one line, no error rows
+    done = optbench(cwd, "candidate=my_lion.Lion", "out_dir=out3")
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "optbench: error: suite 'mylion': reference 'lion_reff' cannot be loaded: No module named 'lion_reff' (a "
+        "built-in name from 'optbench list', or a module importable from the working directory)")
 
 
 def test_two_classes_of_one_name_are_told_apart_in_a_sweep(tmp_path):
@@ -76,9 +64,9 @@ def test_two_classes_of_one_name_are_told_apart_in_a_sweep(tmp_path):
                            "candidate=my_lion.Lion,their_lion.Lion", "checks=[parity]", "steps=3", "dtype=float64",
                            "history_dir=null", "hydra.sweep.dir=sweep"], cwd=cwd, capture_output=True, text=True,
                           timeout=600)
-    assert done.returncode == 1, done.stdout + done.stderr  # their_lion's update is 1 % too large
+    assert done.returncode == 1, done.stdout + done.stderr  # their_lion decays through the gradient
     rows = json.loads((cwd / "sweep" / "results.json").read_text())["rows"]
     verdicts = {r["impl"]: r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and not r["fqn"]
-                and r["hparams"] == "default"}
+                and r["hparams"] == "weight_decay"}
     assert verdicts == {"candidate:my_lion.Lion": "pass", "candidate:their_lion.Lion": "fail"}
     assert "candidate:their_lion.Lion" in (cwd / "sweep" / "report.md").read_text()

@@ -13,6 +13,7 @@ import torch
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import deviation_rows, split
+from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import (
     CASE_SKIPPED,
     CASE_UNSUPPORTED,
@@ -62,33 +63,18 @@ def unsupported(case: Case, ctx: RunContext) -> str:
     params = ctx.workload(case.suite, hset, case.dtype).materialize(DTYPES[case.dtype], ctx.device)
     try:
         hset.build(impl, params)
-    except TypeError as exc:
-        if impl.is_candidate and "unexpected keyword" in str(exc):
-            return f"unsupported by candidate: {exc}"
-        if impl.is_candidate and (why := rejected_at_construction(impl, hset, params, exc)):
-            return why
-        raise
     except Exception as exc:
-        if not impl.is_candidate and isinstance(exc, ValueError):
-            return f"torch rejects this combination at construction: {str(exc).splitlines()[0]}"
-        if impl.is_candidate and (why := rejected_at_construction(impl, hset, params, exc)):
-            return why
-        raise
+        if not impl.is_candidate:
+            if isinstance(exc, ValueError):
+                return f"torch rejects this combination at construction: {str(exc).splitlines()[0]}"
+            raise
+        if isinstance(exc, TypeError) and "unexpected keyword" in str(exc):
+            return f"unsupported by candidate: {exc}"
+        why = rejected_at_construction(impl, hset, params, exc)
+        if not why:
+            raise
+        return why
     return ""
-
-
-def rejected_at_construction(impl, hset, params: dict, exc: BaseException) -> str:
-    """Where a candidate's constructor raises on this set's options but takes the reference's defaults (the
-    set with no options of its own), it rejects those options in its own words: unsupported, with its message.
-    One that raises on the defaults too is broken, not selective: "" (the case is an error)."""
-    plain = type(hset)(name=hset.name, options={})
-    try:
-        plain.build(impl, params)
-    except Exception:
-        return ""
-    message = str(exc).splitlines()[0] if str(exc) else ""
-    return (f"unsupported by candidate: it rejects {', '.join(sorted(hset.option_names()))} at construction: "
-            f"{type(exc).__name__}: {message}")
 
 
 def complex_rejection(case: Case, ctx: RunContext) -> str:

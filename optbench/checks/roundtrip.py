@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.roundtrip_scenario import Session, run_scenario
+from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import CASE_UNSUPPORTED, positional_metric, roundtrip_metric
 from optbench.results import row
 from optbench.state.positional import POSITIONAL
@@ -85,8 +86,6 @@ def taken_set(impl, suite: Suite, hset: HparamSet) -> tuple[HparamSet | None, st
 
 def _rejected(case: Case, ctx: RunContext) -> str:
     """The candidate's own words where its constructor rejects the round-trip set's options ("" if it takes them)."""
-    from optbench.checks.parity import rejected_at_construction
-
     params = ctx.workload(case.suite, case.hset, case.dtype).materialize(DTYPES[case.dtype], ctx.device)
     try:
         case.hset.build(case.impl, params)

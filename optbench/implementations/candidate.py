@@ -33,6 +33,19 @@ def candidate_implementation(spec: CandidateSpec, reference_defaults: dict,
                           extra_kwargs=dict(kwargs or {}), base_kwargs={**base, **spec.fixed}, spec=spec)
 
 
+def rejected_at_construction(impl: Implementation, hset, params: dict, exc: BaseException) -> str:
+    """Where a candidate's constructor raised ``exc`` on ``hset``'s options but takes the reference's defaults (the
+    set without options of its own), it rejects those options in its own words: why it is unsupported, with its
+    message. One that raises on the defaults too is broken, not selective: "" (the case is an error)."""
+    try:
+        type(hset)(name=hset.name, options={}).build(impl, params)
+    except Exception:
+        return ""
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return (f"unsupported by candidate: it rejects {', '.join(sorted(hset.option_names()))} at construction: "
+            f"{type(exc).__name__}: {message}")
+
+
 def defaults_table(impl: Implementation, reference_defaults: dict) -> list[dict]:
     """Per option: the reference's value, the candidate's own default and what it is built with (``built``)."""
     spec, own = impl.spec, constructor_defaults(impl.optimizer_class)

@@ -81,16 +81,22 @@ def update_error(p_old: np.ndarray, p_new: np.ndarray, ref_new: np.ndarray, dtyp
         return err_eps(p_new - p_old, ref_new - p_old, eps, scale, slack)
 
 
-def decided_by_rounding(reference, param, grad, state: dict, hp: dict, eps: float, shape) -> np.ndarray | bool:
-    """Where the reference declares ``decisions(param, grad, state, hp)``, a list of ``(value, scale)`` (the value
+def held_state(snapshot: dict) -> dict[str, dict]:
+    """A snapshot's state tensors by FQN (its ``(fqn, key)`` entries other than the parameter)."""
+    held: dict[str, dict] = {}
+    for (name, key), value in snapshot.items():
+        if key != "param":
+            held.setdefault(name, {})[key] = value
+    return held
+
+
+def within_rounding(decisions: list, eps: float, shape) -> np.ndarray:
+    """The elements of a reference's ``decisions(param, grad, state, hp)`` (a list of ``(value, scale)``: the value
     whose sign decides a discontinuous branch, e.g. Lion's interpolated momentum, or a clamp's input minus its
-    boundary; the magnitude its rounding scales with): the elements with ``|value| <= DECISION_ROUNDINGS * eps *
-    scale``, whose outcome is the rounding's. False where it declares none."""
-    decide = getattr(reference, "decisions", None)
-    if decide is None or grad is None:
-        return False
+    boundary, and the magnitude its rounding scales with) with ``|value| < DECISION_ROUNDINGS * eps * scale``:
+    their outcome is the rounding's."""
     mask = np.zeros(shape, dtype=bool)
-    for value, scale in decide(param, grad, state, hp):
+    for value, scale in decisions:
         with np.errstate(invalid="ignore"):
             mask |= np.broadcast_to(np.abs(value) < DECISION_ROUNDINGS * eps * np.abs(scale), shape)  # 0 of 0: no
     return mask
@@ -130,10 +136,13 @@ class OneStep:
         return ENVELOPE_FACTOR * update_env, {k: ENVELOPE_FACTOR * v for k, v in state_env.items()}
 
     def _at_decision(self, p_old, grad, state: dict, name: str, shape) -> np.ndarray | bool:
-        """Elements whose update hangs on a decision rounding can take either way (``decided_by_rounding``),
-        counted in ``left_out``."""
-        mask = decided_by_rounding(self.reference, p_old, grad, state, self.hp[name], self.eps, shape)
-        self.left_out += int(np.sum(mask))
+        """Elements whose update hangs on a decision rounding can take either way (``within_rounding``), where the
+        reference declares ``decisions``; counted in ``left_out``."""
+        decide = getattr(self.reference, "decisions", None)
+        if decide is None:
+            return False
+        mask = within_rounding(decide(p_old, grad, state, self.hp[name]), self.eps, shape)
+        self.left_out += int(mask.sum())
         return mask
 
     def _subnormal(self, ref_state: dict, shape) -> np.ndarray | bool:
@@ -151,10 +160,7 @@ class OneStep:
     def record(self, step: int, before: dict, after: dict, grads: dict, private: dict[str, dict]) -> None:
         """Compare the step from ``before`` to ``after`` (snapshots) with the reference's step on
         ``grads``; ``private`` holds the reference's own state per FQN, for keys torch does not keep."""
-        held: dict[str, dict] = {}  # FQN -> its state tensors before the step
-        for (n, k), v in before.items():
-            if k != "param":
-                held.setdefault(n, {})[k] = v
+        held = held_state(before)
         for name, grad in grads.items():
             if grad is None:
                 continue

@@ -18,7 +18,7 @@ import torch
 from optbench.implementations import Implementation
 from optbench.numerics.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.numerics.master_copy import RoundingYardstick, model_rows
-from optbench.numerics.one_step import OneStep, decided_by_rounding
+from optbench.numerics.one_step import OneStep, held_state, within_rounding
 from optbench.numerics.precision import kept_in
 from optbench.reference.complex import as_complex
 from optbench.state.batched import per_parameter_state
@@ -109,20 +109,20 @@ class _GradientReference:
 
     def decided_by_rounding(self, grads: dict, eps: float, theirs: dict) -> dict[str, np.ndarray]:
         """Per FQN (only those with any), the elements whose next update hangs on a decision that rounding
-        decides: within rounding of its boundary from the reference's state (``one_step.decided_by_rounding``),
-        or decided the other way from the implementation's own pre-step state ``theirs`` (a snapshot), whose
-        drift from the reference's (rounding accumulated in its state) the trajectory judges on its own."""
-        out = {}
+        decides: within rounding of its boundary from the reference's state (``one_step.within_rounding``), or
+        decided the other way from the implementation's own pre-step state ``theirs`` (a snapshot), whose drift
+        from the reference's (rounding accumulated in its state) the trajectory judges on its own."""
+        out, held = {}, held_state(theirs)
         for name, grad in grads.items():
             if grad is None or isinstance(grad, tuple):
                 continue
             hp, param = self.hp[name], self.params[name]
             state = self.state.get(name) or self.reference.init(param, hp)
-            mask = decided_by_rounding(self.reference, param, grad, state, hp, eps, param.shape)
-            own = {k: v for (n, k), v in theirs.items() if n == name and k != "param"}
+            mine = self.reference.decisions(param, grad, state, hp)
+            mask = within_rounding(mine, eps, param.shape)
+            own = held.get(name, {})
             if (name, "param") in theirs and all(np.shape(v) == np.shape(state.get(k)) for k, v in own.items()):
-                mine, other = (self.reference.decisions(p, grad, st, hp)
-                               for p, st in ((param, state), (theirs[(name, "param")], {**state, **own})))
+                other = self.reference.decisions(theirs[(name, "param")], grad, {**state, **own}, hp)
                 for (a, _), (b, _) in zip(mine, other):
                     mask = mask | np.broadcast_to(np.sign(a) != np.sign(b), param.shape)
             if np.any(mask):

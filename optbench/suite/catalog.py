@@ -52,9 +52,9 @@ def _parsed(name: str, text: str, where: str) -> DictConfig:
         cfg = OmegaConf.create(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"{entry}{where}: not valid YAML: {problem}") from None
+        raise UsageError(f"{entry}{at}: not valid YAML: {problem}") from None
     except Exception as exc:
         raise UsageError(f"{entry}: not a suite file: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
     if not isinstance(cfg, DictConfig):
@@ -94,7 +94,9 @@ def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
     """The suites a run checks: the one configured, or a meta-suite's members."""
     if not is_meta(suite_cfg):
         try:
-            return [Suite.from_config(suite_cfg)]
+            return [_with_reference(Suite.from_config(suite_cfg))]
+        except UsageError:
+            raise
         except Exception as exc:  # a malformed user suite file is the user's to fix
             raise UsageError(f"suite {suite_cfg.get('name', '?')!r} is malformed: "
                              f"{type(exc).__name__}: {exc}") from None
@@ -118,6 +120,18 @@ def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
     elif keep:
         suites = [s.restricted(hparams=[str(h) for h in keep]) for s in suites]
     return suites
+
+
+def _with_reference(suite: Suite) -> Suite:
+    """``suite``, its reference loaded now: one that cannot be imported is a one-line usage error, not an error
+    row per case."""
+    try:
+        suite.reference
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"suite {suite.name!r}: reference {suite.reference_name!r} cannot be loaded: {exc} (a "
+                         "built-in name from 'optbench list', or a module importable from the working directory)"
+                         ) from None
+    return suite
 
 
 def suite_by_name(name: str, config_dirs=()) -> Suite:
