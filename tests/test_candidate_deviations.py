@@ -42,3 +42,20 @@ def test_a_bad_rule_is_a_usage_error(tmp_path, capsys):
     assert main(["run", *RUN, "candidate=tests.candidates.NAdamSubclass", "candidate_deviations=some",
                  f"out_dir={tmp_path}"]) == 2
     assert "candidate_deviations=some: available: auto, all, none" in capsys.readouterr().err
+
+
+
+def test_a_deviation_naming_candidates_covers_that_library_only():
+    """A third-party library's own finding is declared with ``impl: candidate:<its path>`` (suite=adan: F39)."""
+    from types import SimpleNamespace
+
+    from optbench.suite.catalog import _load, resolve, suite_files
+
+    adan = resolve(_load(suite_files()["adan"]))[0]
+
+    def covered(name, hparams="maximize"):
+        impl = SimpleNamespace(name=name, inherits_deviations=False)
+        return {d.finding for d in adan.deviations_for(impl, "float32", hparams)}
+    assert covered("candidate:pytorch_optimizer.Adan") == {"F39"}
+    assert covered("candidate:pytorch_optimizer.Adan", "default") == set()
+    assert covered("candidate:my_adan.Adan") == set()  # any other Adan is judged at plain tolerance

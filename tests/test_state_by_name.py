@@ -174,3 +174,40 @@ def test_any_of_the_three_forms_loads_by_name():
         opt = torch.optim.AdamW(reversed_named, lr=0.1)
         load_state_dict_by_name(opt, form)
         assert all(torch.equal(opt.state[p]["exp_avg"], saved[n]) for n, p in reversed_named)
+
+
+class GroupCountedSGD(torch.optim.SGD):
+    """Keeps its step counter in each param group, as pytorch-optimizer and schedulefree do: group state."""
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            group["step"] = group.get("step", 0) + 1
+        return super().step(closure)
+
+
+def _group_counted(named, lrs=(0.1,)):
+    groups = [{"params": named[i::len(lrs)], "lr": lr} for i, lr in enumerate(lrs)]
+    return GroupCountedSGD(groups, momentum=0.9)
+
+
+def test_a_groups_own_state_follows_its_parameters_into_new_groups_or_is_refused_where_they_disagree():
+    m = model()
+    named = list(m.named_parameters())
+    saving = _group_counted(named)
+    for _ in range(3):
+        m(torch.randn(5, 4)).sum().backward()
+        saving.step()
+    sd = saving.state_dict()
+    split = _group_counted(named, lrs=(0.01, 0.02))  # regrouped: options the new groups', the counter the saved one
+    load_state_dict_by_name(split, sd)
+    assert [(g["lr"], g["step"]) for g in split.param_groups] == [(0.01, 3), (0.02, 3)]
+    sd["param_groups"] = [dict(sd["param_groups"][0], params=[0, 1], param_names=[n for n, _ in named[:2]]),
+                          dict(sd["param_groups"][0], params=[2, 3], param_names=[n for n, _ in named[2:]], step=5)]
+    merged = _group_counted(named)  # one group from two saved groups that counted 3 and 5 steps
+    before = merged.state_dict()
+    with pytest.raises(StateDictNameError, match="'step' differ"):
+        load_state_dict_by_name(merged, sd)
+    assert merged.state_dict() == before and "step" not in merged.param_groups[0]
+    resumed = GroupCountedSGD([{"params": named[:2]}, {"params": named[2:]}], lr=0.3, momentum=0.9)
+    load_state_dict_by_name(resumed, sd)
+    assert [(g["lr"], g["step"]) for g in resumed.param_groups] == [(0.1, 3), (0.1, 5)]  # as saved, options too

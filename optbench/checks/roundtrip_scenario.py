@@ -6,6 +6,7 @@ uninterrupted run (bit for bit, within tolerance, or a refusal naming the proble
 
 from __future__ import annotations
 
+import copy
 import io
 from dataclasses import replace
 from functools import partial
@@ -17,7 +18,7 @@ from optbench.cases import Case, RunContext
 from optbench.checks.parity import update_eps
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.trajectory import as_array, objective_closure, set_gradients, snapshot
-from optbench.state.by_name import StateDictNameError, load_state_dict_by_name, name_aware
+from optbench.state.by_name import StateDictNameError, group_state, load_state_dict_by_name, name_aware
 from optbench.state.formats import optimizer_from_dict
 from optbench.state.positional import positional
 from optbench.state.scenarios import IMPLEMENTATION_CHAIN, Layout, Scenario
@@ -68,10 +69,14 @@ class Session:
             self._cache[key] = snapshot(stepper.optimizer, params)
         return self._cache[key]
 
-    def fresh(self, impl, dtype: str, device: str, names: list[str]) -> dict:
-        """``names`` run alone from ``save_at`` with fresh state (what strict=False gives a new parameter)."""
+    def fresh(self, impl, dtype: str, device: str, names: list[str], saved_groups: list[dict]) -> dict:
+        """``names`` run alone from ``save_at`` with fresh state (what strict=False gives a new parameter), in
+        groups that keep the saved groups' own state (a per-group step counter goes on counting for them)."""
         params = {n: p for n, p in self.materialize(dtype, device).items() if n in names}
         stepper = self.build(impl, Layout(), params)
+        carried = {k: v for k, v in group_state(stepper.optimizer, saved_groups).items() if v is not None}
+        for group in stepper.optimizer.param_groups:
+            group.update(copy.deepcopy(carried))
         self.advance(stepper, params, range(self.save_at, self.workload.steps))
         return snapshot(stepper.optimizer, params)
 
@@ -230,7 +235,7 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
                 if k[0] in load_names and k[0] in order}
     new = [n for n in load_names if n not in order]
     if new:
-        expected.update(session.fresh(impl, dtype, device, new))
+        expected.update(session.fresh(impl, dtype, device, new, state_dict()["param_groups"]))
     tol = (cross_tolerance_eps(session.workload.steps) if scenario.save_impl or scenario.devices
            else tolerance_eps(session.workload.steps))
     coarse = None if scenario.exact else update_eps(case.suite, dtype)

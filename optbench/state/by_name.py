@@ -12,6 +12,7 @@ optimizer's stacked state (``optbench.state.batched``) is re-stacked row by row 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable, Mapping
 
 import torch
@@ -35,6 +36,34 @@ def _renamed(names: list[list[str]], rename: Rename) -> list[list[str]]:
     if callable(rename):
         return [[rename(n) for n in group] for group in names]
     raise TypeError(f"rename must be a mapping or a callable, not {type(rename).__name__}")
+
+
+def group_state(optimizer, groups: list[dict]) -> dict:
+    """The state ``groups`` (saved param groups) keep as a group's, not as options: keys the optimizer's
+    constructor does not take (pytorch-optimizer's per-group ``step``, schedulefree's ``k`` and ``weight_sum``, an
+    LR scheduler's ``initial_lr``), each with the value every group holding it agrees on. A key the groups disagree
+    on maps to ``None``: there is no one value for a parameter moved between them to continue from."""
+    try:
+        taken = set(inspect.signature(type(optimizer).__init__).parameters)
+    except (TypeError, ValueError):
+        taken = set()
+    out: dict = {}
+    for group in groups:
+        for key, value in group.items():
+            if key in taken or key in ("params", "param_names"):
+                continue
+            if key not in out:
+                out[key] = copy.deepcopy(value)
+            elif out[key] is not None and not _same(out[key], value):
+                out[key] = None
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and bool(torch.equal(a.cpu(), b.cpu())))
+    return type(a) is type(b) and a == b
 
 
 def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename = None) -> dict:
@@ -79,6 +108,13 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
         resumed = len(sources) == 1 and all(n in names for n in saved_names[sources[0]] if n in current)
         template = saved_groups[sources[0]] if resumed else current_group
         group = {k: copy.deepcopy(v) for k, v in template.items() if k not in ("params", "param_names")}
+        if not resumed and sources:  # the group's own state (a step counter) follows its parameters
+            for key, value in group_state(optimizer, [saved_groups[s] for s in sources]).items():
+                if value is None:
+                    raise StateDictNameError(
+                        f"param group {gi} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) takes "
+                        f"parameters from saved groups whose {key!r} differ: there is no one value to continue from")
+                group[key] = value
         for key, value in current_group.items():  # keys the save lacks (a flag newer than the checkpoint)
             if key not in group and key not in ("params", "param_names"):
                 group[key] = copy.deepcopy(value)
@@ -148,7 +184,9 @@ def load_state_dict_by_name(optimizer, state_dict: dict, *, strict: bool = True,
     A current param group that holds the parameters of one saved group (bar any it no longer has) resumes
     with that group's saved hyperparameters; parameters regrouped otherwise (split, merged, moved) take
     the hyperparameters of their new group, and keys the save lacks (a flag newer than the checkpoint)
-    keep the current group's value. With ``strict`` (the default) a current name missing from the save, a saved
+    keep the current group's value. A group's own state (keys its constructor does not take: a per-group step
+    counter, see ``group_state``) follows the parameters: a regrouped group continues from the value its
+    parameters' saved groups agree on, and is refused naming the key where they disagree. With ``strict`` (the default) a current name missing from the save, a saved
     name the optimizer does not have, or state under ids no saved group lists raise StateDictNameError naming
     them; with ``strict=False`` such parameters start with fresh state and the rest is dropped. ``rename`` maps
     saved names to current ones: a mapping (``{"module.fc.weight": "fc.weight"}``) or a callable

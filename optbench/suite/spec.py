@@ -262,13 +262,14 @@ class Suite:
 
         They describe the suite's optimizer class: a candidate is covered only when it inherits them
         (``Implementation.inherits_deviations``: it is, or subclasses, that class, or opted in); any other
-        candidate is judged at plain tolerance. A deviation a complex dtype inherits from its parts' dtype
+        candidate is judged at plain tolerance, bar a deviation whose ``impl`` names candidates explicitly
+        (``candidate:pytorch_optimizer.*``: a third-party library's own finding). A deviation a complex dtype inherits from its parts' dtype
         need not show there: never an xpass."""
-        if not getattr(impl, "inherits_deviations", True):
-            return []
+        inherits = getattr(impl, "inherits_deviations", True)
         name = getattr(impl, "name", impl)
         return [d if fnmatch.fnmatchcase(dtype, d.dtype) else replace(d, intermittent=True)
-                for d in self.deviations if d.check == check and d.matches_case(name, dtype, hparams)]
+                for d in self.deviations if d.check == check and d.matches_case(name, dtype, hparams)
+                and (inherits or d.impl.startswith("candidate:"))]
 
     def described_by_deviations(self, cls: type) -> bool:
         """Whether ``cls`` is, or subclasses, the class this suite's deviations describe (its torch optimizer,
