@@ -10,7 +10,8 @@ Options (defaults = the paper): lr 1e-3, betas (0.9, 0.999), eps 1e-6, weight_de
 bias_correction True (timm, apex); grad_averaging True (False: m = b1 m + g; apex, timm, pytorch-optimizer);
 weight_decouple False (pytorch-optimizer's True: x <- x (1 - lr wd) first, wd left out of u_t);
 clamp_value None (torch-optimizer: phi(z) = min(z, clamp_value)); trust_clip False (timm: ratio capped at 1);
-always_adapt True (timm's default False: ratio 1 in a group with wd = 0); adam False (ratio 1 always).
+always_adapt True (timm's default False: ratio 1 in a group with wd = 0); adam False (ratio 1 always);
+trust_ratio_eps False (pytorch-optimizer's True: phi(||x||) / (||u_t|| + eps)).
 
 Where the paper is silent or implementations differ:
 * ||x|| = 0 or ||u_t|| = 0: the paper is silent (phi(0) = 0 would freeze zero-initialised tensors); the authors'
@@ -76,7 +77,7 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
         clamp_value = hp.get("clamp_value")
         phi = weight_norm if clamp_value is None else min(weight_norm, clamp_value)
         if weight_norm > 0 and update_norm > 0:
-            ratio = phi / update_norm
+            ratio = phi / (update_norm + (hp["eps"] if hp.get("trust_ratio_eps", False) else 0.0))
         if hp.get("trust_clip", False):
             ratio = min(ratio, 1.0)
     return x - hp["lr"] * ratio * u, new_state
@@ -95,6 +96,7 @@ def decisions(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> lis
     if clamp_value is not None:
         out.append((weight_norm - clamp_value, weight_norm))
     if hp.get("trust_clip", False) and weight_norm > 0 and update_norm > 0:
-        ratio = (weight_norm if clamp_value is None else min(weight_norm, clamp_value)) / update_norm
+        ratio = ((weight_norm if clamp_value is None else min(weight_norm, clamp_value))
+                 / (update_norm + (hp["eps"] if hp.get("trust_ratio_eps", False) else 0.0)))
         out.append((ratio - 1.0, ratio))
     return out

@@ -24,9 +24,10 @@ warmup_steps=0, r=0.0, weight_lr_power=2.0, inner_momentum=0.0 (read with ``hp.g
 State: ``z``, ``exp_avg_sq`` (and ``exp_avg`` with inner_momentum), as the package keys them; ``step`` (t, the
 group's ``k`` after the step) as np.float64; ``weight_sum`` (W) and ``lr_max`` as private Python floats.
 The package keeps k, weight_sum and lr_max in the param group, advanced once per ``step()`` whether or not
-a parameter has a gradient; this reference keeps a per-parameter copy (identical while every parameter of
-the group gets a gradient every step). They are never read from ``hp`` (the group's initial values there
-are not the running ones).
+a parameter has a gradient; this reference keeps a per-parameter copy, advanced over the calls a tensor had no
+gradient in when ``hp`` gives ``iteration`` (the step() calls so far, as the harness does; an lr changed by a
+scheduler during such calls is taken at today's value). weight_sum and lr_max are never read from ``hp`` (the
+group's initial values there are not the running ones).
 
 Where the sources are silent or differ (this reference follows AdamWScheduleFree, schedulefree 1.3+):
 * The paper's Algorithm 1 folds the bias correction into the step, gamma_t = lr sqrt(1 - beta2**t)
@@ -62,11 +63,20 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
     r, weight_lr_power = hp.get("r", 0.0), hp.get("weight_lr_power", 2.0)
     inner_momentum = hp.get("inner_momentum", 0.0)
 
-    t = float(state["step"]) + 1.0
-    gamma = lr * (t / warmup_steps if t <= warmup_steps else 1.0)
-    lr_max = max(float(state["lr_max"]), gamma)
+    def scheduled(t: float) -> float:
+        return lr * (t / warmup_steps if t <= warmup_steps else 1.0)
+
+    # the package counts k, lr_max and the weight sum per group, every step() call: where the harness gives that
+    # count (hp iteration), the calls in which this tensor had no gradient still advance them (at today's lr)
+    t = float(hp.get("iteration", float(state["step"]) + 1.0))
+    lr_max, weight_sum = float(state["lr_max"]), float(state["weight_sum"])
+    for missed in range(int(state["step"]) + 1, int(t)):
+        lr_max = max(lr_max, scheduled(float(missed)))
+        weight_sum += float(missed) ** r * lr_max**weight_lr_power
+    gamma = scheduled(t)
+    lr_max = max(lr_max, gamma)
     weight = t**r * lr_max**weight_lr_power
-    weight_sum = float(state["weight_sum"]) + weight
+    weight_sum = weight_sum + weight
     c = weight / weight_sum if weight_sum != 0 else 0.0
 
     y, z = param, state["z"]

@@ -1,24 +1,24 @@
-"""F01: torch.optim.SGD(fused=True) on CPU is wrong at bfloat16/float16 (PyTorch #191763).
+"""F01: torch.optim.SGD(fused=True) on CPU is wrong at bfloat16 and float16 (PyTorch #191763).
 
-One plain SGD step (no momentum) on a parameter larger than a SIMD vector: fused disagrees with the
-for-loop by many ulps; with momentum the fused result is garbage. float32 agrees.
+Documented: one plain SGD step is p <- p - lr * g, i.e. the exact value rounded once to the parameter's
+dtype (what the for-loop step gives). Measured: the fused CPU step is many dtype eps away from it for a
+parameter larger than a SIMD vector (full vector blocks are mishandled); float32 is within its rounding.
+Exit 1 while the fused step is off by more than 1 eps (normwise) at bfloat16 or float16, 0 once it is right.
 """
+import sys
+
 import torch
 
 torch.manual_seed(0)
+worst = {}
 for dtype in (torch.float32, torch.bfloat16, torch.float16):
-    for momentum in (0.0, 0.9):
-        p0 = torch.randn(1000, dtype=dtype) * 0.1
-        g = torch.randn(1000, dtype=dtype) * 0.5
-        out = {}
-        for fused in (False, True):
-            p = torch.nn.Parameter(p0.clone())
-            opt = torch.optim.SGD([p], lr=0.01, momentum=momentum, foreach=False if not fused else None,
-                                  fused=fused or None)
-            for _ in range(2):
-                p.grad = g.clone()
-                opt.step()
-            out[fused] = p.detach().double()
-        ulp = torch.finfo(dtype).eps * out[False].abs().max()
-        print(f"{str(dtype):15} momentum={momentum}: "
-              f"max |fused - for-loop| = {(out[True] - out[False]).abs().max() / ulp:.3g} eps")
+    p = torch.nn.Parameter((torch.randn(1000) * 0.1).to(dtype))
+    p.grad = (torch.randn(1000) * 0.5).to(dtype)
+    documented = (p.double() - 0.01 * p.grad.double()).to(dtype).double()
+    torch.optim.SGD([p], lr=0.01, fused=True).step()
+    worst[dtype] = ((p.double() - documented).abs().max() / documented.abs().max()).item() / torch.finfo(dtype).eps
+    print(f"{str(dtype):15} fused step vs documented step: {worst[dtype]:.3g} eps (normwise; documented: "
+          f"below 1, the rounding of one step)")
+if max(worst[torch.bfloat16], worst[torch.float16]) > 1:
+    sys.exit("F01 present: fused CPU SGD is wrong at bfloat16/float16")
+print("F01 absent: fused CPU SGD matches the documented step")

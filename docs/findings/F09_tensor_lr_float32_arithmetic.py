@@ -1,30 +1,29 @@
-"""F09: Tensor lr (float32, as torch's own tests build it) makes the for-loop Adamax/Adagrad compute the
-step size lr / bias_correction in float32 even for float64 parameters; foreach uses float64.
-Compare against the same optimizer given lr=float(tensor_lr) (exactly the same number)."""
+"""F09: a Tensor lr (float32, as torch's own tests build it) makes float64 steps compute their step size in float32.
+
+Documented: lr may be a Tensor; the step is the same as with the same value as a Python float. Measured:
+the for-loop Adamax computes clr = lr / bias_correction, and Adagrad clr = lr / (1 + (step - 1) * lr_decay),
+as float32 tensors even for float64 parameters (~1e5 float64 eps after 10 steps).
+Exit 1 while Tensor lr and float lr differ by more than 100 float64 eps, 0 once they agree.
+"""
+import sys
+
 import torch
 
-torch.manual_seed(0)
-lr_t = torch.tensor(0.001)           # float32 0-dim, as in optim_inputs_func_adamax/adagrad
-lr_f = lr_t.item()                   # the same value as a Python float
-
-
-def run(cls, lr, foreach, steps=30, **kw):
-    g = torch.Generator().manual_seed(1)
-    p = torch.nn.Parameter(torch.randn(1000, dtype=torch.float64, generator=g))
-    opt = cls([p], lr=lr, foreach=foreach, **kw)
-    for _ in range(steps):
-        p.grad = torch.randn(1000, dtype=torch.float64, generator=g)
-        opt.step()
-    return p.detach().clone()
-
-
+lr_t = torch.tensor(0.001)  # float32 0-dim
+worst = 0.0
 for cls, kw in ((torch.optim.Adamax, {}), (torch.optim.Adagrad, {"lr_decay": 0.5})):
-    for foreach in (False, True):
-        a, b = run(cls, lr_t, foreach, **kw), run(cls, lr_f, foreach, **kw)
-        err = ((a - b).abs().max() / b.abs().max() / torch.finfo(torch.float64).eps).item()
-        print(f"{cls.__name__:8s} {kw} foreach={foreach}: "
-              f"max|p(Tensor lr) - p(float lr)| = {err:.3g} float64 eps (normwise)")
-# The step size itself after 1 step: float64 lr / (1 - 0.9) vs what the for-loop computes
-clr = lr_t / (1 - 0.9 ** 1)
-print("for-loop Adamax clr dtype:", clr.dtype, " clr =", clr.item(), " float64 clr =", lr_f / (1 - 0.9 ** 1),
-      " rel err =", abs(clr.item() - lr_f / (1 - 0.9)) / (lr_f / (1 - 0.9)))
+    finals = []
+    for lr in (lr_t, lr_t.item()):  # the same number, as a Tensor and as a Python float
+        g = torch.Generator().manual_seed(1)
+        p = torch.nn.Parameter(torch.randn(100, dtype=torch.float64, generator=g))
+        opt = cls([p], lr=lr, foreach=False, **kw)
+        for _ in range(10):
+            p.grad = torch.randn(100, dtype=torch.float64, generator=g)
+            opt.step()
+        finals.append(p.detach())
+    err = ((finals[0] - finals[1]).abs().max() / finals[1].abs().max()).item() / 2**-52
+    worst = max(worst, err)
+    print(f"{cls.__name__} {kw}: Tensor lr vs float lr after 10 steps: {err:.3g} float64 eps (documented: 0)")
+if worst > 100:
+    sys.exit("F09 present: a Tensor lr makes float64 steps compute their step size in float32")
+print("F09 absent")

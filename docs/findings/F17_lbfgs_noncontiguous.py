@@ -1,5 +1,11 @@
-"""F17: torch.optim.LBFGS crashes on a non-contiguous parameter: _gather_flat_grad uses p.grad.view(-1)
-(lbfgs.py, _gather_flat_grad) and autograd gives the grad the parameter's (column-major) strides."""
+"""F17: torch.optim.LBFGS raises on a non-contiguous parameter (reported as PyTorch #130346, closed).
+
+_gather_flat_grad calls p.grad.view(-1); autograd gives the gradient the parameter's (column-major)
+strides, so the first step raises "view size is not compatible with input tensor's size and stride".
+Expected: LBFGS steps any parameter. Exit 1 while it raises, 0 once it steps.
+"""
+import sys
+
 import torch
 
 p = torch.nn.Parameter(torch.randn(4, 8).t())  # (8, 4), non-contiguous
@@ -13,9 +19,10 @@ def closure():
     return loss
 
 
-print(torch.__version__, "param contiguous:", p.is_contiguous())
+print(f"torch {torch.__version__}; parameter contiguous: {p.is_contiguous()}")
 try:
     opt.step(closure)
-    print("no error")
-except RuntimeError as e:
-    print("RuntimeError:", e)
+except RuntimeError as exc:
+    print(f"RuntimeError: {str(exc).splitlines()[0]}")
+    sys.exit("F17 present: LBFGS cannot step a non-contiguous parameter")
+print("F17 absent")

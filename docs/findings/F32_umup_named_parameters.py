@@ -1,28 +1,28 @@
-"""F32: unit_scaling.optim.Adam cannot take named parameters, so torch's param_names are lost with it.
+"""F32: unit_scaling.optim.Adam (unit-scaling 0.3.5) cannot take named parameters.
 
-torch >= 2.5 optimizers take model.named_parameters() ((name, tensor) pairs) and record each group's
-param_names, which a state_dict then carries (loading by name, PyTorch #1489). unit_scaling.optim.Adam
-rewrites the params argument before torch sees it (scaled_parameters: entry.copy(), param.mup_type,
-param.shape) and treats a pair as a parameter group or a parameter: AttributeError. Exit 1 while it raises.
+torch >= 2.5 optimizers take model.named_parameters() and record param_names (loading by name).
+unit_scaling.optim.Adam rewrites the params argument before torch sees it (scaled_parameters: entry.copy(),
+param.shape) and raises AttributeError on (name, tensor) pairs. Expected: accepted, as by torch.optim.Adam.
+Exit 1 while it raises, 0 once accepted; 2 when unit-scaling is not installed.
 """
+import sys
+
 import torch
-import unit_scaling as uu
-from unit_scaling.optim import Adam
+
+try:
+    import unit_scaling as uu
+    from unit_scaling.optim import Adam
+except ImportError:
+    print("cannot run: unit-scaling is not installed", file=sys.stderr)
+    sys.exit(2)
 
 model = torch.nn.Module()
-model.proj = uu.Linear(8, 4, bias=True)  # weight: mup_type weight, bias: mup_type bias
-present = False
-for what, params in (("model.named_parameters()", lambda: model.named_parameters()),
-                     ("[{'params': model.named_parameters()}]", lambda: [{"params": list(model.named_parameters())}])):
-    print(f"torch.optim.Adam({what}): param_names",
-          torch.optim.Adam(params(), lr=1e-3).state_dict()["param_groups"][0]["param_names"])
-    try:
-        Adam(params(), lr=1e-3)
-        print(f"unit_scaling.optim.Adam({what}): accepted")
-    except AttributeError as exc:
-        present = True
-        print(f"unit_scaling.optim.Adam({what}): AttributeError: {exc}")
-opt = Adam(model.parameters(), lr=1e-3)
-print("unit_scaling.optim.Adam(model.parameters()) state_dict param_groups carry param_names:",
-      any("param_names" in g for g in opt.state_dict()["param_groups"]))
-raise SystemExit(1 if present else 0)
+model.proj = uu.Linear(8, 4, bias=True)
+print("torch.optim.Adam(model.named_parameters()): param_names",
+      torch.optim.Adam(model.named_parameters()).state_dict()["param_groups"][0]["param_names"])
+try:
+    Adam(model.named_parameters(), lr=1e-3)
+except AttributeError as exc:
+    print(f"unit_scaling.optim.Adam(model.named_parameters()): AttributeError: {exc}")
+    sys.exit("F32 present: unit_scaling.optim.Adam cannot take named parameters")
+print("F32 absent")

@@ -153,7 +153,8 @@ class ParityCheck:
         raising = [d for d in declared if d.whole_case]
         try:
             traj = run_trajectory(case.impl, case.hset, suite.reference, suite.defaults(case.impl.optimizer_class),
-                                  workload, DTYPES[case.dtype], ctx.device, reference_options=suite.reference_options,
+                                  workload, DTYPES[case.dtype], ctx.device,
+                                  reference_options=case.impl.reference_options(suite.reference_options),
                                   keep_snapshots=True, one_step=one_step(ctx, suite, case.dtype),
                                   update_eps=update_eps(suite, case.dtype))
         except Exception as exc:

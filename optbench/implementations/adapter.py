@@ -54,6 +54,11 @@ class Implementation:
     base_kwargs: dict = field(default_factory=dict)  # a candidate's reference defaults and fixed arguments
     spec: object = None  # a candidate's CandidateSpec (implementations.candidate_spec)
 
+    def reference_options(self, suite_options: dict) -> dict:
+        """The reference-only options a case of this implementation is judged with: the suite's, then a
+        candidate's conventions (``CandidateSpec.conventions``)."""
+        return {**suite_options, **(self.spec.conventions if self.spec is not None else {})}
+
     def spelled(self, options: dict) -> dict:
         """``options`` (the reference's names) as this implementation's constructor spells them."""
         return self.spec.renamed(options) if self.spec is not None else dict(options)

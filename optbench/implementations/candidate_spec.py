@@ -4,7 +4,9 @@ conventions without departing from its algorithm (docs/candidates.md, "Adapting 
 A spec is a file named on the command line (``candidate=specs/lion_pytorch.yaml``, its ``class:`` naming the
 optimizer) or an entry of a suite file's ``candidates:`` list, used whenever ``candidate=`` names its class. It
 says which constructor argument spells each of the reference's options (``rename``), what the constructor
-always gets (``fixed``: never over a hyperparameter set's own value), how the optimizer's state reads as the
+always gets (``fixed``: never over a hyperparameter set's own value), which of the reference's options model its
+fixed conventions (``conventions``: a class constant, a documented variant; given to the reference only), which
+methods prepare it to step (``prepare``: schedulefree's ``train()``), how the optimizer's state reads as the
 reference's (``state``: a key map, keys to leave out, where ``step`` lives, a decoder for nested layouts) and how
 it rejects invalid input (``rejects``, ``error_inputs``). Without a spec a candidate is taken as written, still
 built with the reference's value of every option its constructor names.
@@ -23,7 +25,7 @@ from optbench.implementations.dotted import import_dotted
 from optbench.state.validation import flattened
 from optbench.suite.hyperparameters import plain
 
-KEYS = {"class", "rename", "fixed", "state", "rejects", "error_inputs", "note"}
+KEYS = {"class", "rename", "fixed", "conventions", "prepare", "state", "rejects", "error_inputs", "note"}
 STATE_KEYS = {"keys", "ignore", "step", "decode"}
 STEP_PLACES = ("param", "group", "none")  # "group:<key>" too: the count under another name in each param group
 DECODERS = ("flat", "nested")  # or the dotted path of a function: state -> flat dict
@@ -31,6 +33,10 @@ DECODERS = ("flat", "nested")  # or the dotted path of a function: state -> flat
 
 class CandidateSpecError(ValueError):
     """A spec that cannot be used as written: one line naming the file and the key."""
+
+
+def _listed(value) -> list:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
 def _known(mapping: Mapping, allowed: set[str], where: str) -> None:
@@ -47,6 +53,10 @@ class CandidateSpec:
     source: str = ""  # where it was declared, for messages and the report
     rename: dict = field(default_factory=dict)  # the reference's option -> the candidate's constructor argument
     fixed: dict = field(default_factory=dict)  # constructor arguments every build gets; a hparam set's own win
+    # the reference's options for this candidate's fixed conventions, which its constructor does not take (a class
+    # constant, a documented variant): merged into the reference's hp, never into the candidate's constructor
+    conventions: dict = field(default_factory=dict)
+    prepare: tuple[str, ...] = ()  # methods called, without arguments, on every optimizer built (schedulefree: train)
     state_keys: dict = field(default_factory=dict)  # the candidate's state key -> the reference's
     ignore: tuple[str, ...] = ()  # state keys compared on neither side (after the key map)
     step: str = "param"  # where the step count lives: param, group (group:<key>), none (not kept: not compared)
@@ -82,7 +92,13 @@ class CandidateSpec:
         return import_dotted(self.decode, what=f"{self.source}: state.decode")
 
     def attach(self, optimizer) -> None:
-        """Make the harness read ``optimizer``'s state as the reference keeps it (``per_parameter_state``)."""
+        """Prepare a just-built ``optimizer`` (``prepare``: schedulefree's ``train()``, without which it refuses to
+        step) and make the harness read its state as the reference keeps it (``per_parameter_state``)."""
+        for method in self.prepare:
+            call = getattr(optimizer, method, None)
+            if not callable(call):
+                raise CandidateSpecError(f"{self.source}: prepare: {type(optimizer).__name__} has no method {method}()")
+            call()
         if self.adapts_state:
             optimizer.per_parameter_state = AdaptedState(optimizer, self, self.decoder())
 
@@ -96,7 +112,7 @@ class CandidateSpec:
             raise CandidateSpecError(f"{source}: needs class: the optimizer's dotted path, e.g. lion_pytorch.Lion")
         state = mapping.get("state") or {}
         _known(state, STATE_KEYS, f"{source}: state")
-        for key in ("rename", "fixed"):
+        for key in ("rename", "fixed", "conventions"):
             if not isinstance(mapping.get(key) or {}, Mapping):
                 raise CandidateSpecError(f"{source}: {key} must be a mapping")
         if "params" in (mapping.get("rename") or {}) or "params" in (mapping.get("rename") or {}).values():
@@ -110,7 +126,8 @@ class CandidateSpec:
         inputs = mapping.get("error_inputs", "all")
         return cls(cls=str(mapping["class"]), source=source, rename={str(k): str(v) for k, v in
                                                                       (mapping.get("rename") or {}).items()},
-                   fixed=dict(mapping.get("fixed") or {}),
+                   fixed=dict(mapping.get("fixed") or {}), conventions=dict(mapping.get("conventions") or {}),
+                   prepare=tuple(str(m) for m in _listed(mapping.get("prepare"))),
                    state_keys={str(k): str(v) for k, v in (state.get("keys") or {}).items()},
                    ignore=tuple(str(k) for k in state.get("ignore") or ()), step=step, decode=decode,
                    rejects=tuple(str(e) for e in mapping.get("rejects") or ()),
@@ -148,6 +165,8 @@ class AdaptedState:
         for param, state in inner.items():
             mapped = {self.spec.state_keys.get(str(k), str(k)): v for k, v in self.decode(state).items()}
             mapped = {k: v for k, v in mapped.items() if k not in self.spec.ignore}
+            if not state:  # an entry made by reading optimizer.state[p] (schedulefree's train()): no state yet
+                continue
             group = groups.get(id(param))
             if self.group_step and group is not None and self.group_step in group:
                 mapped["step"] = group[self.group_step]

@@ -186,11 +186,11 @@ def load_state_dict_by_name(optimizer, state_dict: dict, *, strict: bool = True,
     the hyperparameters of their new group, and keys the save lacks (a flag newer than the checkpoint)
     keep the current group's value. A group's own state (keys its constructor does not take: a per-group step
     counter, see ``group_state``) follows the parameters: a regrouped group continues from the value its
-    parameters' saved groups agree on, and is refused naming the key where they disagree. With ``strict`` (the default) a current name missing from the save, a saved
-    name the optimizer does not have, or state under ids no saved group lists raise StateDictNameError naming
-    them; with ``strict=False`` such parameters start with fresh state and the rest is dropped. ``rename`` maps
-    saved names to current ones: a mapping (``{"module.fc.weight": "fc.weight"}``) or a callable
-    (``lambda n: n.removeprefix("_orig_mod.")``).
+    parameters' saved groups agree on, and is refused naming the key where they disagree. With ``strict`` (the
+    default) a current name missing from the save, a saved name the optimizer does not have, or state under ids
+    no saved group lists raise StateDictNameError naming them; with ``strict=False`` such parameters start with
+    fresh state and the rest is dropped. ``rename`` maps saved names to current ones: a mapping
+    (``{"module.fc.weight": "fc.weight"}``) or a callable (``lambda n: n.removeprefix("_orig_mod.")``).
 
     Refused whatever ``strict``, naming the parameter and key: a state tensor of another shape than the optimizer
     would give it (``optbench.state.validation.shape_mismatch``: parameter-shaped state exactly the parameter's

@@ -263,8 +263,8 @@ class Suite:
         They describe the suite's optimizer class: a candidate is covered only when it inherits them
         (``Implementation.inherits_deviations``: it is, or subclasses, that class, or opted in); any other
         candidate is judged at plain tolerance, bar a deviation whose ``impl`` names candidates explicitly
-        (``candidate:pytorch_optimizer.*``: a third-party library's own finding). A deviation a complex dtype inherits from its parts' dtype
-        need not show there: never an xpass."""
+        (``candidate:pytorch_optimizer.*``: a third-party library's own finding). A deviation a complex dtype
+        inherits from its parts' dtype need not show there: never an xpass."""
         inherits = getattr(impl, "inherits_deviations", True)
         name = getattr(impl, "name", impl)
         return [d if fnmatch.fnmatchcase(dtype, d.dtype) else replace(d, intermittent=True)
