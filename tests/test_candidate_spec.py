@@ -267,3 +267,13 @@ def test_schedulefree_in_train_mode_against_the_reference(tmp_path):
     assert code == 0, [(r["hparams"], r["detail"][:120]) for r in rows if r["status"] in ("fail", "error")]
     assert {r["metric"] for r in rows if r["check"] == "roundtrip" and r["status"] == "pass"} >= {
         "roundtrip.regrouped", "roundtrip.superset"}
+
+
+def test_transformers_adafactor_against_its_documented_algorithm(tmp_path):
+    """suite=hf_adafactor: transformers' Adafactor (relative step, parameter scaling, factored second moment whose
+    row/column factors the by-name loader accepts as reductions of the parameter's shape) passes parity, the
+    round-trip by name and its own input validation. transformers is in the [thirdparty] extra, not [test]."""
+    pytest.importorskip("transformers")
+    code = main(["run", "suite=hf_adafactor", "candidate=transformers.optimization.Adafactor", "steps=10",
+                 "checks=[parity,roundtrip,errors]", "dtype=float32", "history_dir=null", f"out_dir={tmp_path}"])
+    assert code == 0, [(r["hparams"], r["detail"][:120]) for r in rows_of(tmp_path) if r["status"] in ("fail", "error")]

@@ -12,11 +12,28 @@ reported as ``speed.overhead``: its time per stepped parameter over the model's.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import torch
+
 from optbench.cases import Case, Outcome, RunContext
+from optbench.implementations.adapter import Implementation
 from optbench.metrics import SPEED_GB_PER_S, SPEED_OVERHEAD, SPEED_RAISES
 from optbench.perf.case_timing import runnable_cases, timing_rows
 from optbench.results import row
-from optbench.suite.spec import Suite
+from optbench.suite.spec import HparamSet, Suite
+
+
+def nearest_torch_cases(suite: Suite, ctx: RunContext) -> list[Case]:
+    """A candidate-only suite's ``nearest:`` torch optimizer (Lion's AdamW), at its defaults on the same model
+    workload and dtypes, timed beside the candidate: the baseline its speed is reported against."""
+    if suite.nearest is None or suite.optimizer is not None:
+        return []
+    impl = Implementation(f"torch.optim.{suite.nearest}", getattr(torch.optim, suite.nearest))
+    hset = HparamSet("default", {})
+    own = replace(suite, optimizer=suite.nearest, roofline={}, hparams=(hset,))  # its own roofline, not the suite's
+    return [Case(own, impl, dtype, hset, ctx.device, workload="model") for dtype in ctx.dtypes[suite.name]
+            if not ctx.unavailable(impl, dtype)]
 
 
 def declared_raise(case: Case, ctx: RunContext, exc: Exception):
@@ -36,13 +53,16 @@ class SpeedCheck:
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
         cases = runnable_cases(suite, ctx)
+        if cases:
+            cases += nearest_torch_cases(suite, ctx)
         if suite.workload_of(suite.hparams[0]) != "transformer":
             return cases  # sparse gradients or a closure: no model-shaped edge cases
         edges = [str(e) for e in ctx.cfg.speed.edge_cases or ()]
         edge_dtypes = ctx.cfg.speed.edge_dtypes
         # not compiled: each edge workload would compile anew (1000+ tensors: minutes of inductor)
         return cases + [Case(c.suite, c.impl, c.dtype, c.hset, c.device, workload=edge) for edge in edges
-                        for c in cases if (edge_dtypes is None or c.dtype in edge_dtypes) and not c.impl.compiled]
+                        for c in cases if (edge_dtypes is None or c.dtype in edge_dtypes) and not c.impl.compiled
+                        and c.suite is suite]
 
     def group(self, case: Case) -> tuple:
         return (case.suite.name, self.name)

@@ -41,8 +41,10 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
       with a 1 at the reduced dim (-1 / -2); ScaledAdam's ``scale_grads`` one dim;
     * a key none of torch's or optbench's optimizers uses: if ``current`` (the optimizer's own state for this
       parameter) holds it, the parameter's shape where it has that, else its number of dims; if not, a 0-dim
-      tensor is a scalar when the key is in ``scalars`` (0-dim for every parameter of the saved state), and
-      anything else must have the parameter's shape.
+      tensor is a scalar when the key is in ``scalars`` (0-dim for every parameter of the saved state), a tensor
+      whose shape is the parameter's with dims dropped or kept as 1 is a factor of it (a third-party factored
+      second moment: transformers' Adafactor's ``exp_avg_sq_row``, shape ``(n,)`` for ``(n, m)``), and anything
+      else must have the parameter's shape.
 
     Of a 0-dim parameter every 0-dim tensor fits. Non-tensor values (an int step) are not checked."""
     want = tuple(param.shape)
@@ -61,6 +63,8 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
             ok, expect = value.dim() == ours.dim(), f"{ours.dim()} dims, as the optimizer's own"
         elif key not in PARAMETER_SHAPED_KEYS and value.dim() == 0 and key in scalars and ours is None:
             ok, expect = True, ""
+        elif key not in PARAMETER_SHAPED_KEYS and ours is None and 0 < value.dim() and _reduces(shape, want):
+            ok, expect = True, ""  # a factor of the parameter's shape (transformers' Adafactor's exp_avg_sq_row)
         else:
             ok, expect = shape == want, ""
         if not ok:
@@ -68,6 +72,17 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
             return (f"{saved}, the parameter has {_fmt(want)}" if not expect
                     else f"{saved}, not {expect} (the parameter has {_fmt(want)})")
     return ""
+
+
+def _reduces(shape: tuple, want: tuple) -> bool:
+    """Whether ``shape`` is ``want`` reduced over some dims (dropped, or kept as 1), in order, and not ``want``."""
+    if len(shape) > len(want) or shape == want:
+        return False
+    at = 0
+    for size in want:
+        if at < len(shape) and shape[at] in (size, 1):
+            at += 1
+    return at == len(shape)
 
 
 def flattened(state, prefix: str = "") -> dict:

@@ -101,6 +101,16 @@ def _glob(value) -> str:
     return "*" if value is None else str(value)
 
 
+def _torch_class_name(name) -> str | None:
+    """``nearest:``: a torch.optim optimizer's class name, or None."""
+    if name is None:
+        return None
+    cls = getattr(torch.optim, str(name), None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+        raise ValueError(f"nearest: {name!r} is not a torch.optim optimizer class (e.g. AdamW)")
+    return str(name)
+
+
 def _keys(c, allowed: set[str], what: str) -> None:
     """A typo in a suite file (or YAML reading ``on:`` as True) is an error, not a silent default."""
     unknown = sorted(str(k) for k in c.keys() if str(k) not in allowed)
@@ -228,6 +238,7 @@ class Suite:
     error_param_meta: dict = field(default_factory=dict)  # attributes every error input's parameters carry
     candidates: tuple = ()  # CandidateSpecs: how third-party classes read as this suite's reference (candidates:)
     roofline: dict = field(default_factory=dict)  # a declared step cost (optbench.perf.roofline.declared_cost)
+    nearest: str | None = None  # a candidate-only suite: the torch.optim class its speed is set against
 
     def candidate_spec(self, dotted_path: str):
         """The suite's adapter for the class ``dotted_path`` (``candidates:``), or None."""
@@ -339,4 +350,5 @@ class Suite:
             candidates=tuple(CandidateSpec.from_mapping(c, f"suite {cfg.name}: candidates[{i}]")
                              for i, c in enumerate(cfg.get("candidates") or ())),
             roofline=declared_cost(plain(cfg.get("roofline"))),
+            nearest=_torch_class_name(cfg.get("nearest")),
         )
