@@ -22,10 +22,17 @@ def describe() -> str:
     covered = set()
     for suite in suites():
         covered.add(suite.optimizer)
+        if "." not in suite.optimizer and not hasattr(torch.optim, suite.optimizer):
+            lines.append(f"  {suite.name:<11} {suite.optimizer:<11} not in this torch (torch.optim.{suite.optimizer} "
+                         f"is missing from {torch.__version__}): suite={suite.name} does not run here, suite=all "
+                         "leaves it out")
+            continue
         findings = sorted({d.finding for d in suite.deviations})
+        elsewhere = sorted({f"{d.finding} (torch{d.torch})" for d in suite.deviations_elsewhere})
         lines.append(f"  {suite.name:<11} {suite.optimizer:<11} dtypes {','.join(suite.dtypes)}; "
                      f"{len(suite.hparams)} hparam sets"
-                     + (f"; declared findings {','.join(findings)}" if findings else ""))
+                     + (f"; declared findings {','.join(findings)}" if findings else "")
+                     + (f"; not applied on this torch: {', '.join(elsewhere)}" if elsewhere else ""))
         for device in devices:
             cells = []
             for impl in torch_implementations(suite.optimizer_class()).values():

@@ -101,7 +101,7 @@ class Implementation:
         if self.needs_cuda and device.type != "cuda":
             what = "a CUDA graph captures the step" if self.graphed else "torch steps capturable=True only on CUDA"
             return f"needs CUDA: {what} (device is {device.type})"
-        shape = (2, 2) if self.optimizer_class is torch.optim.Muon else (2,)
+        shape = (2, 2) if self.optimizer_class is getattr(torch.optim, "Muon", None) else (2,)
         probe = torch.nn.Parameter(torch.zeros(shape, device=device, dtype=dtype))
         probe.grad = (torch.zeros_like(probe).to_sparse() if self.optimizer_class is torch.optim.SparseAdam
                       else torch.zeros_like(probe))

@@ -63,7 +63,7 @@ class MasterWeights(Implementation):
             return f"a float32 master copy is for a bfloat16 or float16 model, not {str(dtype).removeprefix('torch.')}"
         if issubclass(self.optimizer_class, torch.optim.LBFGS):
             return "the master-copy pattern here steps gradient-driven optimizers only (LBFGS evaluates a closure)"
-        if issubclass(self.optimizer_class, torch.optim.Muon):
+        if issubclass(self.optimizer_class, getattr(torch.optim, "Muon", ())):
             return ("Muon computes its update in bfloat16 by design (F13): its masters cannot be held to "
                     "float32's tolerance")
         return super().available(device, MASTER_DTYPE)

@@ -21,7 +21,12 @@ STEPS = {"lbfgs": 8, "muon": 10}  # steps per run (default 25, which reaches Ada
 # (up to 20 updates a step) and Muon mutants show from their first steps, and their steps cost the most
 
 for _info in pkgutil.iter_modules(__path__):
-    _module = importlib.import_module(f"{__name__}.{_info.name}")
+    try:
+        _module = importlib.import_module(f"{__name__}.{_info.name}")
+    except AttributeError as _exc:  # an older torch without the optimizer these mutants subclass (Muon < 2.9)
+        if "module 'torch.optim' has no attribute" not in str(_exc):
+            raise
+        continue
     for _catalogue, _found in ((MUTANTS, getattr(_module, "MUTANTS", {})),
                                (CONTROLS, getattr(_module, "CONTROLS", {}))):
         _catalogue.update({f"{_info.name}.{cls}": suite for cls, suite in _found.items()})

@@ -8,10 +8,12 @@ A suite with ``optimizer: null`` (``umup``) checks a ``candidate=`` only and is 
 from __future__ import annotations
 
 import copy
+import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from optbench.suite.spec import Suite
@@ -90,6 +92,11 @@ def is_meta(suite_cfg: DictConfig) -> bool:
     return "members" in suite_cfg
 
 
+@lru_cache(maxsize=None)
+def _say_once(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
 def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
     """The suites a run checks: the one configured, or a meta-suite's members."""
     if not is_meta(suite_cfg):
@@ -114,6 +121,12 @@ def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
             raise
         except Exception as exc:  # a malformed user suite file is the user's to fix
             raise UsageError(f"{files[n]}: suite {n!r} is malformed: {type(exc).__name__}: {exc}") from None
+    missing = [s for s in suites if s.optimizer and "." not in s.optimizer
+               and not hasattr(torch.optim, s.optimizer)]
+    if missing:  # an older torch: the suites of optimizers it lacks cannot run here, the rest can
+        _say_once(f"optbench: suite={suite_cfg.name} leaves out {', '.join(s.name for s in missing)}: torch "
+                  f"{torch.__version__} has no {', '.join('torch.optim.' + s.optimizer for s in missing)}")
+        suites = [s for s in suites if s not in missing]
     keep = suite_cfg.get("hparams")
     if keep == "first":
         suites = [s.restricted(hparams=[s.hparams[0].name]) for s in suites]

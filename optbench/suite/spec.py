@@ -15,6 +15,8 @@ from types import ModuleType
 
 import torch
 from omegaconf import DictConfig
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
 
 from optbench.reference import load_reference
 from optbench.suite.hyperparameters import complete, constructor_defaults, for_torch, plain
@@ -101,6 +103,23 @@ def _glob(value) -> str:
     return "*" if value is None else str(value)
 
 
+class _Releases:
+    """A PEP 440 specifier over release tuples, so "2.14.1+cu130" and "2.14.1" are one version."""
+
+    def __init__(self, spec: str):
+        self.spec = SpecifierSet(spec)
+
+    def __contains__(self, release: tuple) -> bool:
+        return self.spec.contains(".".join(map(str, release)), prereleases=True)
+
+
+def _release_set(spec: str) -> _Releases:
+    try:
+        return _Releases(spec)
+    except InvalidSpecifier:
+        raise ValueError(f"torch: {spec!r} is not a version range (PEP 440, e.g. '<2.14' or '>=2.13,<2.15')") from None
+
+
 def _torch_class_name(name) -> str | None:
     """``nearest:``: a torch.optim optimizer's class name, or None."""
     if name is None:
@@ -144,6 +163,13 @@ class Deviation:
     check: str = "parity"  # the check it concerns: parity (and cross), or roundtrip
     gate: str = "*"  # the parity gate it covers: trajectory, one-step, or both (docs/tolerances.md); for
     # check: roundtrip, a glob over the scenario names (optbench.state.scenarios)
+    torch: str = ""  # the torch versions it is declared for (a PEP 440 specifier, "<2.14"); "": every version
+
+    def applies_to_torch(self, version: str | None = None) -> bool:
+        """Whether the running torch (or ``version``) is in the declared range; local labels (+cpu) ignored."""
+        if not self.torch:
+            return True
+        return Version(version or torch.__version__).release[:3] in _release_set(self.torch)
 
     @property
     def whole_case(self) -> bool:
@@ -179,14 +205,16 @@ class Deviation:
     @classmethod
     def from_config(cls, c) -> Deviation:
         _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size",
-                  "kind", "intermittent", "check", "gate"}, "a deviation")
+                  "kind", "intermittent", "check", "gate", "torch"}, "a deviation")
+        if c.get("torch"):
+            _release_set(str(c.torch))  # an unreadable range is the suite file's error, named now
         return cls(finding=str(c.finding), reason=" ".join(str(c.reason).split()), impl=_glob(c.get("impl")),
                    dtype=_glob(c.get("dtype")), hparams=_glob(c.get("hparams")), fqn=_glob(c.get("fqn")),
                    tensor=_glob(c.get("tensor")), raises=c.get("raises"),
                    max_err_eps=float(c.max_err_eps) if c.get("max_err_eps") is not None else None,
                    size=str(c.get("size", "any")), kind=_glob(c.get("kind")),
                    intermittent=bool(c.get("intermittent", False)), check=str(c.get("check", "parity")),
-                   gate=_glob(c.get("gate")))
+                   gate=_glob(c.get("gate")), torch=str(c.get("torch") or ""))
 
 
 @dataclass(frozen=True)
@@ -239,6 +267,8 @@ class Suite:
     candidates: tuple = ()  # CandidateSpecs: how third-party classes read as this suite's reference (candidates:)
     roofline: dict = field(default_factory=dict)  # a declared step cost (optbench.perf.roofline.declared_cost)
     nearest: str | None = None  # a candidate-only suite: the torch.optim class its speed is set against
+    # declared for other torch versions (``torch:`` ranges that exclude this one): not applied, judged plainly
+    deviations_elsewhere: tuple = ()
 
     def candidate_spec(self, dotted_path: str):
         """The suite's adapter for the class ``dotted_path`` (``candidates:``), or None."""
@@ -325,6 +355,7 @@ class Suite:
             )
             for h in cfg.hparams
         )
+        declared = [Deviation.from_config(d) for d in cfg.get("deviations", [])]
         return cls(
             name=str(cfg.name),
             optimizer=cfg.get("optimizer"),
@@ -339,7 +370,8 @@ class Suite:
             update_precision=cfg.get("update_precision"),
             one_step_skip=tuple(cfg.get("one_step", {}).get("skip_dtypes", ())),
             one_step_note=" ".join(str(cfg.get("one_step", {}).get("note", "")).split()),
-            deviations=tuple(Deviation.from_config(d) for d in cfg.get("deviations", [])),
+            deviations=tuple(d for d in declared if d.applies_to_torch()),
+            deviations_elsewhere=tuple(d for d in declared if not d.applies_to_torch()),
             error_inputs=tuple(ErrorInput.from_config(e) for e in cfg.get("error_inputs", [])),
             description=" ".join(str(cfg.get("description", "")).split()),
             variants=tuple(cfg.variants) if cfg.get("variants") is not None else None,
