@@ -213,3 +213,17 @@ def test_different_timing_workload_sizes_are_named():
     new = {"config": {"speed": {"params": 3.3e7, "min_run_time": 2}}}
     assert compare.timing_config_differences(base, new) == "speed.params: 4000000.0 vs 33000000.0"
     assert compare.timing_config_differences(base, base) == ""
+
+
+def test_verdicts_that_changed_between_two_torch_versions_are_listed_fixed_or_regressed(tmp_path, capsys):
+    """Two runs on two torch versions: every verdict that moved is listed, classified (a declared deviation torch
+    fixed is an xpass; a fail that passes is fixed; a pass that fails regressed), none silently."""
+    base = [verdict("xfail", metric="m.declared"), verdict("fail", metric="m.fixed"),
+            verdict("pass", metric="m.broken"), verdict("pass", metric="m.same")]
+    new = [verdict("xpass", metric="m.declared"), verdict("pass", metric="m.fixed"),
+           verdict("fail", metric="m.broken"), verdict("pass", metric="m.same")]
+    result = compare.compare(*tables(tmp_path, base, new))
+    moved = dict(zip(result.changed["metric"], result.changed["change"]))
+    assert moved == {"m.declared": "fixed", "m.fixed": "fixed", "m.broken": "regressed"}
+    code, out, _ = run_cli(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 1 and "## Verdicts that changed" in out and "3 verdicts changed (2 fixed, 1 regressed)" in out

@@ -59,6 +59,7 @@ class Comparison:
     rule: Rule
     missing: tuple[str, ...] = ()  # cases (check and CASE_KEY) the baseline ran and the new run lacks
     incomplete: str = ""  # why the new run is unfinished ("" when it finished)
+    changed: pd.DataFrame | None = None  # VERDICT_KEY, baseline, new, change, detail: every verdict that differs
 
     @property
     def regressed(self) -> bool:
@@ -156,6 +157,28 @@ def failures(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     return table[~was_failing].reset_index(drop=True), table[was_failing].reset_index(drop=True)
 
 
+def _change(before: str, after: str) -> str:
+    """What a verdict's move means: fixed, regressed, newly declared, or the declaration's state changed."""
+    good, bad = ("pass", "xpass"), ("fail", "error")
+    if before in bad + ("xfail",) and after in good:
+        return "fixed"
+    if after in bad:
+        return "regressed"
+    if before in bad and after == "xfail":
+        return "now declared (xfail)"
+    return "declared deviation changed" if "xfail" in (before, after) or "xpass" in (before, after) else "changed"
+
+
+def changed_verdicts(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Every verdict key in both runs whose status differs (two torch versions: what the upgrade fixed, what it
+    broke, which declared deviations now pass), with the new run's detail."""
+    both = _verdicts(new).join(_verdicts(base).add_prefix("base_"), how="inner")
+    moved = both[both["status"] != both["base_status"]]
+    return pd.DataFrame({"baseline": moved["base_status"], "new": moved["status"],
+                         "change": [_change(b, n) for b, n in zip(moved["base_status"], moved["status"])],
+                         "detail": moved["detail"]}).reset_index()
+
+
 def missing_cases(base: pd.DataFrame, new: pd.DataFrame) -> tuple[str, ...]:
     """The cases (check and CASE_KEY, by their rows) of ``base`` that ``new`` has no row of, as text."""
     from optbench.results import CASE_KEY
@@ -172,7 +195,7 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), new_run:
     from optbench.results import incomplete
 
     return Comparison(compare_timings(base, new, rule), *failures(base, new), rule, missing_cases(base, new),
-                      incomplete(new_run))
+                      incomplete(new_run), changed_verdicts(base, new))
 
 
 def machine_differences(base_meta: dict, new_meta: dict) -> str:

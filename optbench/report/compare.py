@@ -27,6 +27,10 @@ def summary(result: Comparison) -> str:
     parts.append(f"{len(keys)} new failure{'s' * (len(keys) != 1)}" + (f": {listed}" if keys else ""))
     if k := len(result.still_failing):
         parts.append(f"{k} still failing (in both runs; not a regression by this comparison, but failing)")
+    if result.changed is not None and len(result.changed):
+        kinds = result.changed["change"].value_counts()
+        parts.append(f"{len(result.changed)} verdict{'s' * (len(result.changed) != 1)} changed ("
+                     + ", ".join(f"{int(n)} {k}" for k, n in kinds.items()) + ")")
     if result.missing:
         more = len(result.missing) - 5
         shown = ", ".join(result.missing[:5]) + (f" and {more} more" if more > 0 else "")
@@ -56,7 +60,9 @@ def render(result: Comparison) -> str:
         "verdict": t["verdict"], "note": t["note"]})
     parts = [f"## Step time, new vs baseline (flagged when p < {rule.alpha:g} and beyond {rule.threshold:.0%})",
              markdown(table)]
-    for title, frame in (("New failures", result.new_failures), ("Still failing", result.still_failing)):
+    changed = result.changed if result.changed is not None else pd.DataFrame()
+    for title, frame in (("New failures", result.new_failures), ("Still failing", result.still_failing),
+                         ("Verdicts that changed (fixed, regressed, declared)", changed)):
         if len(frame):
             parts += [f"## {title}", markdown(_shown(frame))]
     if result.missing:
