@@ -17,8 +17,10 @@ MUTANTS: dict[str, str] = {}  # "module.Class" -> suite
 CONTROLS: dict[str, str] = {}
 EXISTS_AT: dict[str, tuple[str, ...]] = {}  # "module.Class" -> the dtypes its bug can exist at (default: all)
 CAUGHT_BY: dict[str, str] = {}  # "module.Class" -> the check that must catch it (default: parity)
-STEPS = {"lbfgs": 8, "muon": 10}  # steps per run (default 25, which reaches AdamW's bug from step 21); LBFGS
-# (up to 20 updates a step) and Muon mutants show from their first steps, and their steps cost the most
+STEPS = {"lbfgs": 8, "muon": 10, "lion": 8, "adan": 8, "lamb": 8, "schedule_free_adamw": 8, "hf_adafactor": 8}
+# steps per run (default 25, which reaches AdamW's bug from step 21); LBFGS (up to 20 updates a step) and Muon
+# mutants show from their first steps, and their steps cost the most; those of the algorithms torch lacks show
+# by step 3
 
 for _info in pkgutil.iter_modules(__path__):
     try:
