@@ -52,6 +52,8 @@ TIME_STEP_MS_CV = "time.step_ms_cv"  # coefficient of variation of the step time
 TIME_ROUNDS = "time.rounds"  # timing rounds measured
 TIME_STEPS_PER_ROUND = "time.steps_per_round"  # steps per timing round
 TIME_ROUND_MS = "time.round_ms"  # one round's mean step time (step: the round's index)
+TIME_UNSTABLE = "time.unstable"  # 1 when the machine was not quiet while timed (detail: why; optbench.perf.noise)
+TIME_CPU_SHARE = "time.cpu_share"  # CPU time the timed process got over the wall time (1: a core to itself)
 TIME_COMPILE_S = "time.compile_s"  # a compiled variant's first step (trace and compile)
 
 SPEED_THREADS = "speed.threads"  # CPU threads the step ran with

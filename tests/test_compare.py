@@ -227,3 +227,14 @@ def test_verdicts_that_changed_between_two_torch_versions_are_listed_fixed_or_re
     assert moved == {"m.declared": "fixed", "m.fixed": "fixed", "m.broken": "regressed"}
     code, out, _ = run_cli(capsys, tmp_path / "a", tmp_path / "b")
     assert code == 1 and "## Verdicts that changed" in out and "3 verdicts changed (2 fixed, 1 regressed)" in out
+
+
+def test_a_case_timed_on_a_busy_machine_is_never_called_slower(tmp_path):
+    """A 30 % slower new run whose case was flagged unstable (optbench.perf.noise) is n/a, saying why."""
+    busy = row(LABELS, check="speed", metric="time.unstable", value=1,
+               detail="timed on a busy machine: 3 other runnable tasks on 2 cores (oversubscribed)")
+    base, new = timing(rounds(seed=1)), [*timing(rounds(1.3, seed=2)), busy]
+    case = compare.compare_timings(*tables(tmp_path, base, new)).iloc[0]
+    assert case["verdict"] == "n/a" and "new run timed on a busy machine" in case["note"]
+    quiet = compare.compare_timings(*tables(tmp_path / "q", base, timing(rounds(1.3, seed=2)))).iloc[0]
+    assert quiet["verdict"] == "slower"

@@ -18,7 +18,7 @@ import torch
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.implementations.adapter import Implementation
-from optbench.metrics import SPEED_GB_PER_S, SPEED_OVERHEAD, SPEED_RAISES
+from optbench.metrics import SPEED_GB_PER_S, SPEED_OVERHEAD, SPEED_RAISES, TIME_UNSTABLE
 from optbench.perf.case_timing import runnable_cases, timing_rows
 from optbench.results import row
 from optbench.suite.spec import HparamSet, Suite
@@ -94,4 +94,7 @@ class SpeedCheck:
                 rows.append(row(case.labels, check="speed", metric=SPEED_OVERHEAD, value=ratio,
                                 detail=f"time per stepped parameter on {case.workload} over the contiguous model"))
                 line += f", {ratio:.2f}x the model's time per parameter"
+        unstable = next((r["detail"] for r in rows if r["metric"] == TIME_UNSTABLE and r["value"]), "")
+        if unstable:
+            line += f"\n    UNSTABLE: {unstable}"
         return Outcome(rows, line)

@@ -18,15 +18,18 @@ from optbench.metrics import (
     SPEED_PARAMS_PER_S,
     SPEED_THREADS,
     TIME_COMPILE_S,
+    TIME_CPU_SHARE,
     TIME_ROUND_MS,
     TIME_ROUNDS,
     TIME_STEP_MS,
     TIME_STEP_MS_CV,
     TIME_STEP_MS_IQR,
     TIME_STEPS_PER_ROUND,
+    TIME_UNSTABLE,
 )
 from optbench.numerics.trajectory import objective_closure, set_gradients
 from optbench.perf import ceilings
+from optbench.perf.noise import Noise
 from optbench.perf.roofline import step_cost
 from optbench.perf.timing import Timing, measure
 from optbench.results import row
@@ -69,15 +72,23 @@ def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Ti
     roofline %, parameters stepped)."""
     stepper, params, step, first_s = stepped_once(case, ctx)
     cfg = ctx.cfg.speed
+    noise = Noise()
+    noise.start()
     timing = measure(step, ctx.device, min_run_time=float(cfg.min_run_time), min_rounds=int(cfg.min_rounds),
                      max_run_time=float(cfg.max_run_time), flush_l2=bool(cfg.get("flush_l2")))
+    noise.stop()
+    unstable = noise.why_unstable(timing.cv, on_cpu=ctx.device.type == "cpu")
     labels, t = case.labels, timing.median
     rows = [row(labels, check=check, metric=TIME_STEP_MS, value=t * 1e3, unit="ms", detail=timing.method),
             row(labels, check=check, metric=TIME_STEP_MS_IQR, value=timing.iqr * 1e3, unit="ms"),
             row(labels, check=check, metric=TIME_STEP_MS_CV, value=timing.cv),
             row(labels, check=check, metric=TIME_ROUNDS, value=len(timing.rounds)),
             row(labels, check=check, metric=TIME_STEPS_PER_ROUND, value=timing.steps_per_round),
-            row(labels, check=check, metric=SPEED_THREADS, value=timing.threads)]
+            row(labels, check=check, metric=SPEED_THREADS, value=timing.threads),
+            row(labels, check=check, metric=TIME_CPU_SHARE, value=noise.cpu_share,
+                detail=f"load average {noise.load:.2f} on {noise.cores} cores"),
+            row(labels, check=check, metric=TIME_UNSTABLE, value=int(bool(unstable)),
+                detail=f"timed on a busy machine: {unstable}" if unstable else "")]
     rows += [row(labels, check=check, metric=TIME_ROUND_MS, value=s * 1e3, unit="ms", step=i)
              for i, s in enumerate(timing.rounds)]
     if case.impl.compiled:
@@ -101,6 +112,8 @@ def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Ti
                             detail=f"bfloat16 x @ x.T at {tuple(largest.shape)}"))
             what += f" and {rate / 1e9:.0f} GFLOP/s bfloat16 matmul ({cost.flops / cost.params:.0f} FLOP/param)"
         pct = 100 * floor_s / t
+        if unstable:
+            what += f"; UNSTABLE, not the step's own: {unstable}"
         rows += [row(labels, check=check, metric=SPEED_GB_PER_S, value=cost.bytes / t / 1e9, unit="GB/s"),
                  row(labels, check=check, metric=ROOFLINE_BYTES_PER_PARAM, value=cost.bytes_per_param, unit="B"),
                  row(labels, check=check, metric=ROOFLINE_PROBE_GB_PER_S, value=bw.gb_per_s, unit="GB/s", detail=what),

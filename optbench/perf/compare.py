@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from optbench.metrics import TIME_ROUND_MS, TIME_STEP_MS
+from optbench.metrics import TIME_ROUND_MS, TIME_STEP_MS, TIME_UNSTABLE
 from optbench.results import CASE_KEY, FAILING
 
 TIMING_CHECKS = ("speed", "scaling")
@@ -115,9 +115,18 @@ def compare_case(base: np.ndarray, new: np.ndarray, base_ms: float, new_ms: floa
     return out | {"note": "; ".join(notes)}
 
 
+def unstable(rows: pd.DataFrame) -> dict[tuple, str]:
+    """Timing cases timed on a busy machine (``time.unstable``), with why."""
+    sel = rows[rows["check"].isin(TIMING_CHECKS) & (rows["metric"] == TIME_UNSTABLE) & (rows["value"] == 1)]
+    return {tuple(r[:-1]): r[-1] for r in sel.drop_duplicates(CASE)[CASE + ["detail"]].itertuples(index=False)}
+
+
 def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) -> pd.DataFrame:
-    """One row per timing case of either table, flagged ones first, biggest changes first."""
+    """One row per timing case of either table, flagged ones first, biggest changes first. A case timed on a busy
+    machine in either run is never called slower or faster: "n/a", saying why."""
     b_samples, n_samples, b_med, n_med = samples(base), samples(new), medians(base), medians(new)
+    busy = {k: f"baseline {v}" for k, v in unstable(base).items()} | {
+        k: f"new run {v}" for k, v in unstable(new).items()}
     b_cases = list(dict.fromkeys([*b_med, *b_samples]))
     n_cases = list(dict.fromkeys([*n_med, *n_samples]))
     records = []
@@ -126,6 +135,8 @@ def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) 
         if key in b_cases and key in n_cases:
             res = compare_case(b_samples.get(key, empty), n_samples.get(key, empty), b_med.get(key, math.nan),
                                n_med.get(key, math.nan), rule)
+            if key in busy:
+                res |= {"verdict": "n/a", "note": f"{busy[key]}: not compared"}
         else:
             side, med, smp = ("baseline", b_med, b_samples) if key in b_cases else ("new", n_med, n_samples)
             ms = med.get(key, float(np.median(smp[key])) if key in smp else math.nan)
