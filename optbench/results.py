@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from optbench.metrics import RUN_CASE_S
+from optbench.metrics import RUN_CASE_S, TIME_UNSTABLE
 from optbench.usage import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_NOTHING_VERIFIED, EXIT_OK, UsageError
 
 SCHEMA_VERSION = 4  # 4: ``gate`` and ``finding``; 3: ``workload`` (the speed/scaling workload a timing row timed)
@@ -105,12 +105,15 @@ def verdict(rows, checks=(), run: dict | None = None) -> Verdict:
     verified = [r for r in rows if r["status"] in VERIFIED]
     skipped = [r for r in rows if r["status"] in ("skip", "unsupported")]
     what = "skipped" if all(r["status"] != "unsupported" for r in skipped) else "skipped or unsupported"
+    busy = [r for r in rows if r.get("metric") == TIME_UNSTABLE and r.get("value") == 1]
+    noisy = f"; {_cases(busy)} timed on a busy machine (UNSTABLE: their times are not the step's own)" if busy else ""
     if verified:
-        return Verdict(PASS, f"{_cases(verified)} verified" + (f"; {_cases(skipped)} {what}" if skipped else ""))
+        return Verdict(PASS, f"{_cases(verified)} verified" + (f"; {_cases(skipped)} {what}" if skipped else "")
+                       + noisy)
     unrun = set(map(_case, skipped))  # a skipped case's info rows (its sizes, its time) measured nothing
     measured = [r for r in rows if r["status"] == "info" and r.get("metric") != RUN_CASE_S and _case(r) not in unrun]
     if measured and all(r.get("check") in MEASURING for r in rows):
-        return Verdict(MEASURED, f"{_cases(measured)} measured; these checks verify nothing")
+        return Verdict(MEASURED, f"{_cases(measured)} measured; these checks verify nothing{noisy}")
     if not rows:
         named = f" (checks: {', '.join(map(str, checks))})" if len(checks) else ""
         return Verdict(NOTHING_VERIFIED, f"no check had a case to run{named}")
