@@ -43,10 +43,7 @@ def group_state(optimizer, groups: list[dict]) -> dict:
     constructor does not take (pytorch-optimizer's per-group ``step``, schedulefree's ``k`` and ``weight_sum``, an
     LR scheduler's ``initial_lr``), each with the value every group holding it agrees on. A key the groups disagree
     on maps to ``None``: there is no one value for a parameter moved between them to continue from."""
-    try:
-        taken = set(inspect.signature(type(optimizer).__init__).parameters)
-    except (TypeError, ValueError):
-        taken = set()
+    taken = _constructor_arguments(type(optimizer))
     out: dict = {}
     for group in groups:
         for key, value in group.items():
@@ -57,6 +54,23 @@ def group_state(optimizer, groups: list[dict]) -> dict:
             elif out[key] is not None and not _same(out[key], value):
                 out[key] = None
     return out
+
+
+def _constructor_arguments(cls: type) -> set[str]:
+    """The named arguments ``cls`` is built with: its ``__init__``'s, and while an ``__init__`` passes ``**kwargs``
+    on, its bases' too (a subclass that forwards them to torch's optimizer takes torch's options)."""
+    taken: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is torch.optim.Optimizer:
+            continue
+        try:
+            parameters = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        except (TypeError, ValueError):
+            break
+        taken |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            break
+    return taken
 
 
 def _same(a, b) -> bool:
