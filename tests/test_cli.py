@@ -184,8 +184,8 @@ def test_installed_console_script_end_to_end(tmp_path):
     assert exe, "the optbench console script is not installed"
     out = tmp_path / "run"
     proc = subprocess.run(
-        [exe, "run", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]", "steps=8",
-         "speed.params=1e5", "speed.min_run_time=0.01", "speed.min_rounds=3", f"out_dir={out}"],
+        [exe, "run", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]", "steps=8", "options={momentum: 0.9}",
+         "speed.params=1e5", "speed.min_run_time=0.01", "speed.min_rounds=3", "speed.edge_cases=[]", f"out_dir={out}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -192,7 +192,7 @@ def test_usage_errors_are_one_line_exit_2(args, message, tmp_path, capsys, monke
     assert exit_.value.code == 2 and "invalid float value: 'x'" in capsys.readouterr().err
 
 
-def test_command_as_a_user_runs_it(tmp_path):
+def test_command_as_a_user_runs_it(tmp_path, capsys):
     def optbench(*args):
         return subprocess.run([sys.executable, "-m", "optbench", "compare", *map(str, args)], cwd=REPO,
                               capture_output=True, text=True, timeout=120)
@@ -201,11 +201,11 @@ def test_command_as_a_user_runs_it(tmp_path):
     b = write(tmp_path / "b", timing(rounds(1.3, seed=2)))
     slower = optbench(a, b)  # run directories
     assert slower.returncode == 1 and "| slower" in slower.stdout and not slower.stderr, slower.stderr
-    same = optbench(a / "results.json", a / "results.json")
-    assert same.returncode == 0
-    assert same.stdout.splitlines()[-1] == "**OK:** 1 case: 0 slower, 0 faster, 1 same, 0 n/a; 0 new failures."
-    missing = optbench(tmp_path / "nope", b)
-    assert missing.returncode == 2 and missing.stderr == f"optbench: error: no results file at {tmp_path / 'nope'}\n"
+    code, out, _ = run_cli(capsys, a / "results.json", a / "results.json")  # the rest in this process
+    assert code == 0
+    assert out.splitlines()[-1] == "**OK:** 1 case: 0 slower, 0 faster, 1 same, 0 n/a; 0 new failures."
+    code, _, err = run_cli(capsys, tmp_path / "nope", b)
+    assert code == 2 and err == f"optbench: error: no results file at {tmp_path / 'nope'}\n"
 
 
 def test_different_timing_workload_sizes_are_named():

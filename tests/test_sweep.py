@@ -172,7 +172,8 @@ def test_submitit_local_sweep_merges_jobs_records_a_killed_one_and_exits_with_th
     monkeypatch.chdir(REPO)  # the candidates are imported from the current directory
     out = tmp_path / "sweep"
     code = main(["run", "-m", "suite=sgd", "candidate=optbench.mutants.sgd.CorrectSGD,tests.candidates.ExitsSGD",
-                 "impl=[for-loop,candidate]", "dtype=float32", "jobs=0", *TINY, "hydra/launcher=submitit_local",
+                 "impl=[for-loop,candidate]", "dtype=float32", "jobs=0", "options={lr: 0.1}", *TINY,
+                 "hydra/launcher=submitit_local",
                  "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={out}"])
     assert code == 4
     record = merged(out)
