@@ -24,6 +24,30 @@ def config_names(group: str, config_dirs=()) -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
+def expand_globs(overrides: list[str], config_dirs=()) -> dict[str, str]:
+    """Glob sweeps over a config group (``+matrix=glob(*)``, ``suite=glob(ad*)``) as the explicit choice lists Hydra
+    would expand them to: {override as given: as expanded}, so that every sweep is checked and numbered alike."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:
+        return {}  # precheck says why, in one line
+    out = {}
+    for line, override in zip(overrides, parsed):
+        if override.is_sweep_override() and isinstance(override.value(), Glob):
+            group = override.get_key_element().lstrip("+~")
+            try:
+                names = override.value().filter(config_names(group, config_dirs))
+            except (FileNotFoundError, NotADirectoryError):
+                raise UsageError(f"{line}: there is no config group {group!r}") from None
+            if not names:
+                raise UsageError(f"{line}: no {group} config matches")
+            out[line] = f"{override.get_key_element()}={','.join(names)}"
+    return out
+
+
 def precheck(overrides: list[str], config_dirs=()) -> None:
     """Reject unknown suite/device names (also in sweeps) before Hydra composes anything."""
     from hydra.core.override_parser.overrides_parser import OverridesParser

@@ -147,6 +147,8 @@ def test_merge_keeps_a_killed_jobs_journal_and_names_a_job_that_never_started(tm
     (["suite=sgd", "stepz=1,2"], "Could not override 'stepz'"),
     (["suite=sgd", "steps=1,2", "out_dir=x"], "a sweep writes its jobs and the merged results under hydra.sweep.dir"),
     (["suite=sgd,adamm"], "unknown suite 'adamm'"),
+    (["+matrix=glob(nope*)"], "+matrix=glob(nope*): no matrix config matches"),
+    (["+nogroup=glob(*)"], "there is no config group 'nogroup'"),
 ])
 def test_sweep_mistakes_are_one_line_exit_2_before_any_job(args, message, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
@@ -154,6 +156,16 @@ def test_sweep_mistakes_are_one_line_exit_2_before_any_job(args, message, capsys
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_glob_sweep_is_the_explicit_list_hydra_would_sweep():
+    """``optbench run -m '+matrix=glob(*lion*)'`` (docs/thirdparty.md): validated and numbered like a list."""
+    from optbench.config import expand_globs
+
+    assert expand_globs(["+matrix=glob(*lion*)", "steps=3"]) == {
+        "+matrix=glob(*lion*)": "+matrix=lion_pytorch,pytorch_optimizer_lion"}
+    assert expand_globs(["suite=glob(ada*,exclude=adamax)"])["suite=glob(ada*,exclude=adamax)"].startswith(
+        "suite=adadelta,adafactor,adagrad,adam,adamw,adan")
 
 
 def test_combinations_number_jobs_as_hydra_does():

@@ -14,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from optbench.config import CONFIG_MODULE, compose_config, precheck
+from optbench.config import CONFIG_MODULE, compose_config, expand_globs, precheck
 from optbench.results import FINISHED
 from optbench.usage import EXIT_CHECK_FAILED, UsageError, fail, worst
 
@@ -64,6 +64,9 @@ def run_command(args: list[str]) -> int:
     if sum(map(bool, (flags.multirun, flags.cfg, flags.info, flags.shell_completion))) > 1:
         raise UsageError("-m, --cfg, --info and --shell-completion go one at a time (to see a sweep's config, "
                          "drop -m: --cfg job shows one job's, --cfg hydra the launcher's)")
+    globs = expand_globs(flags.overrides, config_dirs)  # +matrix=glob(*): the explicit list Hydra would sweep
+    flags.overrides = [globs.get(o, o) for o in flags.overrides]
+    args = [globs.get(a, a) for a in args]
     precheck(flags.overrides + unknown, config_dirs)
     from optbench.engine import sweep
 
