@@ -5,8 +5,9 @@ busy machine as a fact), measured three ways, each a sign other work competed fo
 * **CPU share**: the CPU time this process got over the wall time it was timed (``resource.getrusage``), on a
   CPU device. A step that had a core to itself gets about 1 (more with intra-op threads); under
   ``MIN_CPU_SHARE`` the scheduler gave the core to someone else part of the time.
-* **Runnable tasks**: the kernel's count of runnable tasks (``/proc/loadavg``, sampled before and after), beyond
-  this process's own threads, against the cores: oversubscribed cores time the queue, not the step.
+* **Runnable tasks**: the kernel's count of runnable tasks (``/proc/loadavg``) beyond this process's own threads,
+  sampled before and after (the fewer of the two: a task seen once was passing through), against the cores:
+  oversubscribed cores time the queue, not the step.
 * **Spread**: the rounds' coefficient of variation over ``MAX_CV``: a quiet step repeats within a few percent.
 
 Thresholds are documented in docs/performance.md; off Linux the task count is not read.
@@ -18,6 +19,7 @@ import os
 import resource
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 MIN_CPU_SHARE = 0.7  # of one core, over the timed interval
 MAX_CV = 0.25  # of the rounds' step times
@@ -25,12 +27,20 @@ LOADAVG = "/proc/loadavg"
 
 
 def _running_tasks() -> int | None:
-    """Runnable tasks now (the 4th field of /proc/loadavg: running/total), this process's included."""
+    """Runnable tasks now other than this process's own threads (the 4th field of /proc/loadavg, running/total,
+    less this process's threads in state R: torch's intra-op threads may still spin after a step)."""
     try:
         with open(LOADAVG, encoding="ascii") as f:
-            return int(f.read().split()[3].split("/")[0])
+            running = int(f.read().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
+    own = 0
+    for task in Path("/proc/self/task").glob("*/stat"):
+        try:
+            own += task.read_text().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, IndexError):
+            pass
+    return max(0, running - max(own, 1))
 
 
 def _cpu_seconds() -> float:
@@ -55,7 +65,7 @@ class Noise:
         wall = time.perf_counter() - self._wall
         self.cpu_share = (_cpu_seconds() - self._cpu) / wall if wall > 0 else float("nan")
         seen = [t for t in (self._tasks, _running_tasks()) if t is not None]
-        self.busy_tasks = max(seen) - 1 if seen else None
+        self.busy_tasks = min(seen) if seen else None  # in both samples: a competitor, not a passing task
         self.load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
     def why_unstable(self, cv: float, on_cpu: bool) -> str:
