@@ -207,3 +207,28 @@ def test_the_documented_slurm_launcher_config_composes(capsys):
     out = capsys.readouterr().out
     assert "_target_: hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in out
     assert "partition: gpu" in out and "gpus_per_node: 1" in out
+
+
+def test_sigterm_stops_the_whole_sweep_not_only_its_job(tmp_path):
+    """A sweep (basic launcher: jobs in this process) stopped by SIGTERM while its first job runs: that job is
+    kept and marked, no later job starts, the sweep merges what there is and exits 143."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen([sys.executable, "-m", "optbench", "run", "-m", "suite=sgd",
+                             "candidate=tests.candidates.HangsSGD,optbench.mutants.sgd.CorrectSGD",
+                             "impl=[candidate]", "dtype=float32", "options={lr: 0.1}", *TINY,
+                             f"hydra.sweep.dir={out}"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(out.glob("0-*/" + JOURNAL)):
+        time.sleep(0.1)
+    time.sleep(1.0)  # the hanging case has started
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stdout[-2000:] + stderr[-2000:]
+    record = merged(out)
+    assert [(j["num"], j["status"]) for j in record["sweep"]["jobs"]] == [(0, "started"), (1, "missing")]
+    assert not list(out.glob("1-*"))

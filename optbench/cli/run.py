@@ -12,6 +12,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from optbench.config import CONFIG_MODULE, compose_config, expand_globs, precheck
@@ -38,6 +39,9 @@ def run_app(cfg: DictConfig) -> int:
         _exit_codes.append(fail(str(exc)))
         return _exit_codes[-1]
     _exit_codes.append(say_how_it_ended(results))
+    if (results.meta.get("run") or {}).get("signal") and HydraConfig.get().mode == RunMode.MULTIRUN:
+        # Ctrl-C or SIGTERM stops the sweep, not only this job: no later job starts (the merge names them)
+        raise SystemExit(_exit_codes[-1])
     return _exit_codes[-1]
 
 

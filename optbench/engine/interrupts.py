@@ -14,8 +14,9 @@ class MaxFailuresReached(Exception):
         super().__init__(f"stopped after {failures} failing case(s) (max_failures={failures})")
 
 
-class Interrupted(Exception):
-    """The run was asked to stop by a signal (SIGTERM; Ctrl-C arrives as KeyboardInterrupt)."""
+class Interrupted(BaseException):
+    """The run was asked to stop by a signal (SIGTERM; Ctrl-C arrives as KeyboardInterrupt). A BaseException, as
+    KeyboardInterrupt is: a case's own error handling (``except Exception``) must never record it as its error."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
