@@ -19,7 +19,8 @@ with z_1 = x_1 = y_1 = the initial parameter. With ``inner_momentum`` (mu, > 0: 
 after release 1.4.1) the gradient in u_t is replaced by m_t / (1 - mu**t), m_t = mu m_{t-1} + (1 - mu) g.
 
 Options and defaults (AdamWScheduleFree): lr=0.0025, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-warmup_steps=0, r=0.0, weight_lr_power=2.0, inner_momentum=0.0 (read with ``hp.get``), foreach (ignored).
+warmup_steps=0, r=0.0, weight_lr_power=2.0, inner_momentum=0.0 (read with ``hp.get``), foreach (ignored);
+exp_avg_sq_eps=0 (pytorch-optimizer's 1e-15: added to the corrected second moment inside the square root).
 
 State: ``z``, ``exp_avg_sq`` (and ``exp_avg`` with inner_momentum), as the package keys them; ``step`` (t, the
 group's ``k`` after the step) as np.float64; ``weight_sum`` (W) and ``lr_max`` as private Python floats.
@@ -81,7 +82,7 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
 
     y, z = param, state["z"]
     exp_avg_sq = state["exp_avg_sq"] * beta2 + (1.0 - beta2) * grad * grad
-    denom = np.sqrt(exp_avg_sq / (1.0 - beta2**t)) + eps
+    denom = np.sqrt(exp_avg_sq / (1.0 - beta2**t) + hp.get("exp_avg_sq_eps", 0.0)) + eps
     new_state = {"step": np.float64(t), "exp_avg_sq": np.asarray(exp_avg_sq)}
     numerator = grad
     if inner_momentum != 0:
