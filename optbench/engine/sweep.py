@@ -211,8 +211,10 @@ def merge(sweep_dir, expected: list[list[str]] | None = None, launcher: str = ""
                             detail=f"job {job.num} ({' '.join(job.overrides)}): {job.problem}"))
     machines = [j.meta["machine"] for j in jobs if j.meta.get("machine")]
     machine = dict(machines[0]) if machines else {}
-    if len({json.dumps(m, sort_keys=True, default=str) for m in machines}) > 1:
-        machine["note"] = "the jobs ran on different machines: each job's is under sweep.jobs"
+    differing = sorted(k for k in {k for m in machines for k in m}
+                       if len({json.dumps(m.get(k), sort_keys=True, default=str) for m in machines}) > 1)
+    if differing:  # another host, torch, or a commit made while the sweep ran: say which
+        machine["note"] = f"the jobs differ in {', '.join(differing)}: each job's is under sweep.jobs"
     meta = {"machine": machine, "suites": list(dict.fromkeys(s for j in jobs for s in j.meta.get("suites") or [])),
             "wall_s": None if wall_s is None else round(wall_s, 2),
             "sweep": {"dir": str(sweep_dir), "launcher": launcher, "overrides": list(overrides),
