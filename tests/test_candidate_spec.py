@@ -253,6 +253,8 @@ def test_pytorch_optimizers_lamb_in_its_documented_mode_and_its_default_step_bug
                  "dtype=float32", f"options={options}", "history_dir=null", f"out_dir={tmp_path}"])
     verdicts = [r["status"] for r in rows_of(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert code == exit_code and verdicts == ["fail" if exit_code else "pass"]
+    report = (tmp_path / "report.md").read_text()  # what the adapter declares is in every report, in the open
+    assert "**conventions** {'bias_correction': False, 'trust_ratio_eps': True, 'clamp_value': 10.0}" in report
 
 
 def test_schedulefree_in_train_mode_against_the_reference(tmp_path):

@@ -83,8 +83,14 @@ def candidate_meta(impl: Implementation, reference_defaults: dict) -> dict:
         return v if finite else repr(v)
 
     table = [{k: plain(v) for k, v in row.items()} for row in defaults_table(impl, reference_defaults)]
-    return {"name": impl.name, "class": impl.spec.cls, "spec": impl.spec.source, "note": impl.spec.note,
-            "defaults": table}
+    spec = impl.spec
+    adapter = {"rename": spec.rename, "fixed": {k: plain(v) for k, v in spec.fixed.items()},
+               "conventions": {k: plain(v) for k, v in spec.conventions.items()}, "prepare": list(spec.prepare),
+               "state keys": spec.state_keys, "state ignored": list(spec.ignore), "step": spec.step,
+               "rejects": list(spec.rejects),
+               "error inputs": "all" if spec.error_inputs is None else list(spec.error_inputs) or "none"}
+    return {"name": impl.name, "class": spec.cls, "spec": spec.source, "note": spec.note, "defaults": table,
+            "adapter": {k: v for k, v in adapter.items() if v not in ({}, [], "param", "all")}}
 
 
 def defaults_warning(meta: dict) -> str:

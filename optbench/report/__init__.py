@@ -20,14 +20,18 @@ def candidate_section(candidate: dict) -> list[str]:
     """The candidate: its class, the spec that adapts it, and its defaults beside the reference's values."""
     spec = candidate.get("spec") or "none (taken as written)"
     text = (f"`{candidate.get('class')}` ({candidate.get('name')}); candidate spec: {spec}."
-            + (f" {candidate['note']}." if candidate.get("note") else "")
+            + (f" {candidate['note'].rstrip('.')}." if candidate.get("note") else "")
             + " It is built with the reference's value of every option its constructor takes (renames applied); "
               "`differs`: its own default is another value, which a user building it as documented would get.")
     table = pd.DataFrame(candidate.get("defaults") or [], columns=["option", "argument", "reference", "candidate",
                                                                   "built", "differs"])
     table = table.rename(columns={"candidate": "candidate's default", "built": "built with"})
     table["differs"] = table["differs"].map({True: "**differs**", False: ""})
-    return ["## Candidate", text, tables.markdown(table.fillna(""))]
+    adapter = candidate.get("adapter") or {}
+    declared = ("What its spec declares (each a documented difference the checks then allow; `conventions` are "
+                "the reference's options, so the reference models them): "
+                + "; ".join(f"**{k}** {v}" for k, v in adapter.items()) + ".") if adapter else ""
+    return ["## Candidate", text] + ([declared] if declared else []) + [tables.markdown(table.fillna(""))]
 
 
 def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
