@@ -231,4 +231,6 @@ def test_sigterm_stops_the_whole_sweep_not_only_its_job(tmp_path):
     assert proc.returncode == 143, stdout[-2000:] + stderr[-2000:]
     record = merged(out)
     assert [(j["num"], j["status"]) for j in record["sweep"]["jobs"]] == [(0, "started"), (1, "missing")]
+    assert "interrupted by SIGTERM" in record["sweep"]["jobs"][0]["problem"] and "the sweep stopped here" in (
+        record["sweep"]["jobs"][0]["problem"])
     assert not list(out.glob("1-*"))

@@ -158,6 +158,9 @@ class Job:
         if self.status == "missing":
             return "never started (no job folder)"
         if self.status == "started":
+            run = self.meta.get("run") or {}
+            if run.get("status") == "interrupted":  # the sweep was stopped inside this job: its results say how
+                return f"{incomplete(run)}; the sweep stopped here{kept}"
             return f"stopped without finishing (killed?){kept}"
         if self.status == "failed":
             return f"raised {self.error}{kept}"
