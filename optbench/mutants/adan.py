@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import torch
 
+from optbench.mutants.handwritten import FromScratchStep
+
 MUTANTS = {"AdanWithoutBiasCorrection": "adan", "AdanStalePreviousGradient": "adan"}
 CONTROLS = {"CorrectAdan": "adan"}
 
 
-class CorrectAdan(torch.optim.Optimizer):
+class CorrectAdan(FromScratchStep):
     """Control: Adan (Xie et al. 2022) as its official code runs it: moments from 0, bias-corrected with the
     group's step count, the first gradient difference 0, Algorithm 1's proximal weight decay (no_prox: decoupled)."""
 
@@ -21,12 +23,7 @@ class CorrectAdan(torch.optim.Optimizer):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                                   "no_prox": no_prox, "maximize": maximize})
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _step_groups(self):
         for group in self.param_groups:
             group["step"] = group.get("step", 0) + 1
             for p in group["params"]:
@@ -39,7 +36,6 @@ class CorrectAdan(torch.optim.Optimizer):
                     state["neg_pre_grad"] = -grad.clone()  # the first difference is 0
                 state["step"] = torch.tensor(float(group["step"]), dtype=torch.float64)
                 self.update(p, grad, state, group)
-        return loss
 
     def corrections(self, group):
         k = group["step"]

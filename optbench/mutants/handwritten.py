@@ -11,6 +11,22 @@ def scalar(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+class FromScratchStep(torch.optim.Optimizer):
+    """The step of a mutant written from scratch (an algorithm torch lacks): the closure, then ``_step_groups``."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._step_groups()
+        return loss
+
+    def _step_groups(self) -> None:
+        raise NotImplementedError
+
+
 class HandWrittenStep:
     """torch's per-parameter step loop, mixed in before the torch optimizer a class imitates.
 

@@ -8,6 +8,8 @@ import math
 
 import torch
 
+from optbench.mutants.handwritten import FromScratchStep
+
 MUTANTS = {"AdafactorScalarSecondMoment": "hf_adafactor", "AdafactorUnscaledRelativeStep": "hf_adafactor"}
 CONTROLS = {"CorrectHFAdafactor": "hf_adafactor"}
 
@@ -16,7 +18,7 @@ def _rms(x: torch.Tensor) -> float:
     return (x.double().norm() / math.sqrt(x.numel())).item()
 
 
-class CorrectHFAdafactor(torch.optim.Optimizer):
+class CorrectHFAdafactor(FromScratchStep):
     """Control: relative step min(1e-2 (or 1e-6 t), 1/sqrt(t)) scaled by max(eps2, RMS(x)), a second moment
     factored over the last two dims (row and column means of g^2 + eps1), update clipping, an optional first
     moment of the clipped update, weight decay by weight_decay * alpha_t."""
@@ -44,17 +46,11 @@ class CorrectHFAdafactor(torch.optim.Optimizer):
     def factors(s):
         return s.mean(dim=-1), s.mean(dim=-2)  # rows (over the columns), columns (over the rows)
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _step_groups(self):
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
                     self.update(p, p.grad, self.state[p], group)
-        return loss
 
     def update(self, p, grad, state, group):
         factored = p.dim() >= 2

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import torch
 
+from optbench.mutants.handwritten import FromScratchStep
+
 MUTANTS = {"LambDecayOutsideTrustRatio": "lamb", "LambOneRatioPerGroup": "lamb"}
 CONTROLS = {"CorrectLamb": "lamb"}
 
 
-class CorrectLamb(torch.optim.Optimizer):
+class CorrectLamb(FromScratchStep):
     """Control: LAMB as You et al. 2020 state it (Algorithm 2: bias-corrected moments, wd x inside the direction,
     phi(z) = z, ratio 1 where a norm is 0), one trust ratio per parameter tensor."""
 
@@ -21,12 +23,7 @@ class CorrectLamb(torch.optim.Optimizer):
                                   "weight_decouple": weight_decouple, "grad_averaging": grad_averaging,
                                   "adam": adam, "maximize": maximize})
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _step_groups(self):
         for group in self.param_groups:
             updates = []
             for p in group["params"]:
@@ -34,7 +31,6 @@ class CorrectLamb(torch.optim.Optimizer):
                     updates.append((p, *self.direction(p, -p.grad if group["maximize"] else p.grad, group)))
             for p, x, u, ratio in self.ratios(updates, group):
                 p.copy_(x - group["lr"] * ratio * u)
-        return loss
 
     def direction(self, p, grad, group):
         """(x after decoupled decay, u_t) of one tensor."""

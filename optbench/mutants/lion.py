@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import torch
 
+from optbench.mutants.handwritten import FromScratchStep
+
 MUTANTS = {"LionWithL2Decay": "lion", "LionMomentumFirst": "lion", "LionInterpolatingWithBeta2": "lion"}
 CONTROLS = {"CorrectLion": "lion", "CorrectLionMulAdd": "lion"}
 
 
-class CorrectLion(torch.optim.Optimizer):
+class CorrectLion(FromScratchStep):
     """Control: Lion as Chen et al. 2023 (Algorithm 2) state it, with maximize."""
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, maximize=False):
@@ -17,18 +19,12 @@ class CorrectLion(torch.optim.Optimizer):
             raise ValueError(f"Invalid lr or betas: {lr}, {betas}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "weight_decay": weight_decay, "maximize": maximize})
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _step_groups(self):
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
                     grad = -p.grad if group["maximize"] else p.grad
                     self.update(p, grad, self.state[p].setdefault("exp_avg", torch.zeros_like(p)), group)
-        return loss
 
     def update(self, p, grad, exp_avg, group):
         beta1, beta2 = group["betas"]

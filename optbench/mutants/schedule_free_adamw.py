@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import torch
 
+from optbench.mutants.handwritten import FromScratchStep
+
 MUTANTS = {"ScheduleFreeUniformAverage": "schedule_free_adamw", "ScheduleFreeDecayAtZ": "schedule_free_adamw"}
 CONTROLS = {"CorrectScheduleFreeAdamW": "schedule_free_adamw"}
 
 
-class CorrectScheduleFreeAdamW(torch.optim.Optimizer):
+class CorrectScheduleFreeAdamW(FromScratchStep):
     """Control: Schedule-Free AdamW in train mode (the parameter holds y = (1 - beta1) z + beta1 x), the average's
     weights t^r lr_max^power, linear warmup, the second moment bias-corrected in the denominator, decay at y."""
 
@@ -18,12 +20,7 @@ class CorrectScheduleFreeAdamW(torch.optim.Optimizer):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                                   "warmup_steps": warmup_steps, "r": r, "weight_lr_power": weight_lr_power})
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _step_groups(self):
         for group in self.param_groups:
             k = group["k"] = group.get("k", 0) + 1
             beta1, beta2 = group["betas"]
@@ -44,7 +41,6 @@ class CorrectScheduleFreeAdamW(torch.optim.Optimizer):
                 # the group's counters as this tensor last saw them, kept as the reference keeps them
                 state.update(step=torch.tensor(float(k), dtype=torch.float64), weight_sum=group["weight_sum"],
                              lr_max=group["lr_max"])
-        return loss
 
     @staticmethod
     def average_weight(group, k):
