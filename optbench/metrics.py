@@ -60,9 +60,17 @@ SPEED_THREADS = "speed.threads"  # CPU threads the step ran with
 SPEED_PARAMS_PER_S = "speed.params_per_s"  # parameter elements stepped per second
 SPEED_GB_PER_S = "speed.gb_per_s"  # achieved memory bandwidth
 SPEED_OVERHEAD = "speed.overhead"  # an edge case's time per stepped parameter over the model's
+SPEED_OVERHEAD_CI_LOW = "speed.overhead_ci_low"  # its paired 95% bootstrap interval (interleaved rounds)
+SPEED_OVERHEAD_CI_HIGH = "speed.overhead_ci_high"
+SPEED_RATIO = "speed.ratio"  # step time over the baseline's (the for-loop, or nearest:), paired rounds
+SPEED_RATIO_CI_LOW = "speed.ratio_ci_low"  # its paired 95% bootstrap interval
+SPEED_RATIO_CI_HIGH = "speed.ratio_ci_high"
 SPEED_RAISES = "speed.raises"  # an edge case raises, as a declared finding says
 
 ROOFLINE_PCT = "roofline.pct"  # the roofline's floor as a percentage of the measured step
+ROOFLINE_PCT_CI_LOW = "roofline.pct_ci_low"  # its paired 95% bootstrap interval (interleaved rounds)
+ROOFLINE_PCT_CI_HIGH = "roofline.pct_ci_high"
+ROOFLINE_FLOOR_ROUND_MS = "roofline.floor_round_ms"  # the floor from round r's probe (step: r), paired
 ROOFLINE_BYTES_PER_PARAM = "roofline.bytes_per_param"  # bytes the step must move per parameter element
 ROOFLINE_PROBE_GB_PER_S = "roofline.probe_gb_per_s"  # the bandwidth probe's rate at the step's working set
 ROOFLINE_MATMUL_GFLOPS = "roofline.matmul_gflops"  # the matmul probe's rate (Muon)

@@ -123,6 +123,18 @@ def value(rows, impl, metric_name, workload="model"):
                 if r["impl"] == impl and r["metric"] == metric_name and r["workload"] == workload and r["fqn"] == "")
 
 
+def series(rows, impl, metric_name, workload="model"):
+    """A per-round metric of one case, in round order."""
+    found = sorted((r["step"], r["value"]) for r in rows
+                   if r["impl"] == impl and r["metric"] == metric_name and r["workload"] == workload)
+    return np.array([v for _, v in found])
+
+
+def detail(rows, impl, metric_name, workload="model"):
+    return next(r["detail"] for r in rows if r["impl"] == impl and r["metric"] == metric_name
+                and r["workload"] == workload)
+
+
 def test_speed_check_rows_roofline_and_overheads_and_a_slow_candidate_shows_it(tmp_path):
     out = tmp_path / "run"
     assert main(["run", "suite=sgd", "dtype=float32", "checks=[speed,memory]",
@@ -130,8 +142,7 @@ def test_speed_check_rows_roofline_and_overheads_and_a_slow_candidate_shows_it(t
                  f"out_dir={out}"]) == 0
     rows = rows_of(out)
     assert value(rows, "foreach", "roofline.bytes_per_param") == 12
-    rounds = np.array([r["value"] for r in rows if r["impl"] == "foreach" and r["metric"] == "time.round_ms"
-                       and r["workload"] == "model"])
+    rounds = series(rows, "foreach", "time.round_ms")
     assert len(rounds) == value(rows, "foreach", "time.rounds") >= 3
     # the statistics are the rounds', and the derived rates follow from the step time, the bytes and the probe
     step_ms = value(rows, "foreach", "time.step_ms")
@@ -140,8 +151,22 @@ def test_speed_check_rows_roofline_and_overheads_and_a_slow_candidate_shows_it(t
     stepped = value(rows, "foreach", "speed.params_per_s") * step_ms / 1e3
     assert stepped == pytest.approx(speed.model(2e4).numel, rel=0.01)
     assert value(rows, "foreach", "speed.gb_per_s") == pytest.approx(12 * stepped / (step_ms / 1e3) / 1e9)
-    floor_ms = 12 * stepped / (value(rows, "foreach", "roofline.probe_gb_per_s") * 1e9) * 1e3
-    assert value(rows, "foreach", "roofline.pct") == pytest.approx(100 * floor_ms / step_ms)
+    # % of roofline: paired round by round with the bandwidth probe timed in the same rounds (interleaved)
+    floors = series(rows, "foreach", "roofline.floor_round_ms")
+    assert len(floors) == len(rounds)
+    pct = value(rows, "foreach", "roofline.pct")
+    assert pct == pytest.approx(np.median(100 * floors / rounds))
+    assert value(rows, "foreach", "roofline.pct_ci_low") <= pct <= value(rows, "foreach", "roofline.pct_ci_high")
+    # the ratio to the for-loop is paired too: the median of per-round ratios, with its interval
+    loop = series(rows, "for-loop", "time.round_ms")
+    ratio = value(rows, "foreach", "speed.ratio")
+    assert ratio == pytest.approx(np.median(rounds / loop))
+    assert value(rows, "foreach", "speed.ratio_ci_low") <= ratio <= value(rows, "foreach", "speed.ratio_ci_high")
+    assert "vs for-loop: paired over" in detail(rows, "foreach", "speed.ratio")
+    tiny = series(rows, "for-loop", "time.round_ms", "tiny_tensors")
+    tiny_stepped = value(rows, "for-loop", "speed.params_per_s", "tiny_tensors") * np.median(tiny) / 1e3
+    assert value(rows, "for-loop", "speed.overhead", "tiny_tensors") == pytest.approx(
+        np.median(tiny / loop * stepped / tiny_stepped), rel=1e-3)
     assert value(rows, "foreach", "speed.threads") == torch.get_num_threads()
     # plain SGD keeps no state and its for-loop allocates nothing (the memory check's temporaries: elsewhere)
     assert value(rows, "foreach", "mem.state_bytes") == value(rows, "for-loop", "mem.state_bytes") == 0

@@ -1,13 +1,15 @@
-"""Step time of each implementation on a model-shaped workload, next to the roofline; edge cases apart.
+"""Step time of each implementation on a model-shaped workload, next to the roofline; edge cases beside it.
 
-Each (implementation, dtype) is timed on the contiguous ``model`` workload of ``speed.params``
-parameters (optbench.workloads.speed) with ``optbench.perf.timing.measure``. The step's bytes (and Muon's
-FLOPs) come from ``optbench.perf.roofline``, the ceilings from ``optbench.perf.ceilings`` measured in this run
-at the step's working set, so every row carries achieved GB/s and % of roofline. A compiled
-variant's first step (the compile) is timed apart as ``time.compile_s``. At ``speed.edge_dtypes``
-each edge case of the model (column-major weights, many tiny tensors, zero-size tensors, missing
-grads) is timed as its own workload (eager variants: a compiled one would compile anew for each) and
-reported as ``speed.overhead``: its time per stepped parameter over the model's.
+The speed cases of a suite at one dtype are a timing set (optbench.perf.timed_set): each implementation on the
+contiguous ``model`` workload of ``speed.params`` parameters (optbench.workloads.speed), a candidate-only
+suite's ``nearest:`` torch baseline, at ``speed.edge_dtypes`` each edge case of the model (column-major weights,
+many tiny tensors, zero-size tensors, missing grads; eager variants: a compiled one would compile anew for each)
+and the bandwidth probe, timed together in interleaved rounds (optbench.perf.interleave). Every ratio is paired
+round by round: ``speed.ratio`` (over the for-loop, or the nearest torch optimizer), ``speed.overhead`` (an edge
+case's time per stepped parameter over the model's) and ``roofline.pct`` (the probe's floor over the step, the
+step's bytes and Muon's FLOPs from ``optbench.perf.roofline``). A compiled variant's first step (the compile) is
+timed apart as ``time.compile_s``. With ``speed.flush_l2`` on CUDA each case is timed alone
+(``optbench.perf.timing.measure``, CUDA events).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import torch
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.implementations.adapter import Implementation
-from optbench.metrics import SPEED_GB_PER_S, SPEED_OVERHEAD, SPEED_RAISES, TIME_UNSTABLE
+from optbench.metrics import SPEED_GB_PER_S, SPEED_OVERHEAD, SPEED_RAISES, SPEED_RATIO, TIME_UNSTABLE
 from optbench.perf.case_timing import runnable_cases, timing_rows
+from optbench.perf.timed_set import TimedSet
 from optbench.results import row
 from optbench.suite.spec import HparamSet, Suite
 
@@ -34,6 +37,12 @@ def nearest_torch_cases(suite: Suite, ctx: RunContext) -> list[Case]:
     own = replace(suite, optimizer=suite.nearest, roofline={}, hparams=(hset,))  # its own roofline, not the suite's
     return [Case(own, impl, dtype, hset, ctx.device, workload="model") for dtype in ctx.dtypes[suite.name]
             if not ctx.unavailable(impl, dtype)]
+
+
+def by_dtype(cases: list[Case]) -> list[Case]:
+    """The cases with each dtype's together (a timing set, timed at once), in the order the dtypes first come."""
+    order = {d: i for i, d in enumerate(dict.fromkeys(c.dtype for c in cases))}
+    return sorted(cases, key=lambda c: order[c.dtype])  # stable: the order within a dtype is kept
 
 
 def declared_raise(case: Case, ctx: RunContext, exc: Exception):
@@ -56,20 +65,26 @@ class SpeedCheck:
         if cases:
             cases += nearest_torch_cases(suite, ctx)
         if suite.workload_of(suite.hparams[0]) != "transformer":
-            return cases  # sparse gradients or a closure: no model-shaped edge cases
+            return by_dtype(cases)  # sparse gradients or a closure: no model-shaped edge cases
         edges = [str(e) for e in ctx.cfg.speed.edge_cases or ()]
         edge_dtypes = ctx.cfg.speed.edge_dtypes
         # not compiled: each edge workload would compile anew (1000+ tensors: minutes of inductor)
-        return cases + [Case(c.suite, c.impl, c.dtype, c.hset, c.device, workload=edge) for edge in edges
-                        for c in cases if (edge_dtypes is None or c.dtype in edge_dtypes) and not c.impl.compiled
-                        and c.suite is suite]
+        cases += [Case(c.suite, c.impl, c.dtype, c.hset, c.device, workload=edge) for edge in edges
+                  for c in cases if (edge_dtypes is None or c.dtype in edge_dtypes) and not c.impl.compiled
+                  and c.suite is suite]
+        return by_dtype(cases)
 
     def group(self, case: Case) -> tuple:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         try:
-            rows, timing, pct, stepped = timing_rows(case, ctx, "speed")
+            if ctx.cfg.speed.get("flush_l2") and ctx.device.type == "cuda":  # each step alone, with CUDA events
+                rows, timing, pct, stepped = timing_rows(case, ctx, "speed")
+                timed = None
+            else:
+                timed = self._timed_set(case, ctx)
+                rows, timing, pct = timed.rows(case, ctx)
         except Exception as exc:  # an edge case a declared deviation says raises (Adafactor's zero-size, F04)
             known = declared_raise(case, ctx, exc)
             if known is None:
@@ -79,22 +94,31 @@ class SpeedCheck:
             return Outcome([row(case.labels, check="speed", metric=SPEED_RAISES, value=1, status="xfail", detail=detail,
                                 finding=known.finding)],
                            f"  XFAIL speed {case.impl_name} {case.dtype} {case.workload}: {detail}")
-        per_param = timing.median / max(1, stepped)
-        key = (case.impl_name, case.dtype)
         line = (f"  speed {case.impl_name:>10} {case.dtype:>8} {case.workload:>13}: {timing.median * 1e3:8.3f} ms/step "
                 f"(IQR {timing.iqr * 1e3:.3f}, CV {timing.cv:.1%}, {len(timing.rounds)} rounds)")
         if case.workload == "model":
-            ctx.scratch[("speed.per_param", key)] = per_param
             gbs = next((r["value"] for r in rows if r["metric"] == SPEED_GB_PER_S), None)
             line += f", {gbs:.1f} GB/s, {pct:.0f}% of roofline" if gbs is not None else ", no roofline model"
-        else:
-            base = ctx.scratch.get(("speed.per_param", key))
-            if base:
-                ratio = per_param / base
-                rows.append(row(case.labels, check="speed", metric=SPEED_OVERHEAD, value=ratio,
-                                detail=f"time per stepped parameter on {case.workload} over the contiguous model"))
-                line += f", {ratio:.2f}x the model's time per parameter"
+        if timed is not None:
+            rows += timed.ratio_rows(case)
+        ratio = next((r for r in rows if r["metric"] == SPEED_RATIO), None)
+        if ratio is not None:
+            line += f", {ratio['value']:.2f}x {ratio['detail'].split(':')[0]}"
+        overhead = next((r for r in rows if r["metric"] == SPEED_OVERHEAD), None)
+        if overhead is not None:
+            line += f", {overhead['value']:.2f}x the model's time per parameter"
         unstable = next((r["detail"] for r in rows if r["metric"] == TIME_UNSTABLE and r["value"]), "")
         if unstable:
             line += f"\n    UNSTABLE: {unstable}"
         return Outcome(rows, line)
+
+    def _timed_set(self, case: Case, ctx: RunContext) -> TimedSet:
+        """The case's timing set (every speed case of its suite at its dtype), timed in interleaved rounds the
+        first time one of them runs; one set is kept at a time (its optimizers hold the workload's memory)."""
+        key = (case.suite.name, case.dtype)
+        held = ctx.scratch.get("speed.set")
+        if held is None or held.key != key:
+            ctx.scratch.pop("speed.set", None)  # the previous set's optimizers freed before the next is built
+            members = [c for c in self.cases(case.suite, ctx) if c.dtype == case.dtype]
+            ctx.scratch["speed.set"] = held = TimedSet.measure(key, members, ctx)
+        return held

@@ -5,14 +5,19 @@ checks all time cases this way."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from optbench.cases import Case, RunContext
 from optbench.metrics import (
     ROOFLINE_BYTES_PER_PARAM,
+    ROOFLINE_FLOOR_ROUND_MS,
     ROOFLINE_MATMUL_GFLOPS,
     ROOFLINE_PCT,
+    ROOFLINE_PCT_CI_HIGH,
+    ROOFLINE_PCT_CI_LOW,
     ROOFLINE_PROBE_GB_PER_S,
     SPEED_GB_PER_S,
     SPEED_PARAMS_PER_S,
@@ -29,6 +34,7 @@ from optbench.metrics import (
 )
 from optbench.numerics.trajectory import objective_closure, set_gradients
 from optbench.perf import ceilings
+from optbench.perf.interleave import paired_ratio
 from optbench.perf.noise import Noise
 from optbench.perf.roofline import step_cost
 from optbench.perf.timing import Timing, measure
@@ -67,17 +73,50 @@ def stepped_once(case: Case, ctx: RunContext):
     return stepper, params, step, time.perf_counter() - started
 
 
-def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Timing, float, int]:
-    """Time the case; rows for its statistics, samples, compile time and roofline; (rows, timing,
-    roofline %, parameters stepped)."""
+@dataclass
+class Prepared:
+    """A case ready to time: its optimizer stepped once on the timing workload, and the step's cost."""
+
+    stepper: object
+    params: dict
+    step: object
+    first_s: float
+    cost: object  # optbench.perf.roofline's StepCost, or None without a roofline model
+    stepped: int  # parameter elements stepped
+
+    def working_set(self) -> int | None:
+        return self.cost.working_set if self.cost is not None and self.cost.params else None
+
+
+def prepare(case: Case, ctx: RunContext) -> Prepared:
     stepper, params, step, first_s = stepped_once(case, ctx)
+    optimizer = case.suite.optimizer or type(stepper.optimizer).__name__
+    cost = step_cost(optimizer, stepper.optimizer.param_groups, case.suite.roofline)
+    stepped = sum(p.numel() for p in params.values() if p.grad is not None)
+    return Prepared(stepper, params, step, first_s, cost, stepped)
+
+
+def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Timing, float, int]:
+    """Time the case alone; rows for its statistics, samples, compile time and roofline (the probe timed after
+    it); (rows, timing, roofline %, parameters stepped)."""
+    prepared = prepare(case, ctx)
     cfg = ctx.cfg.speed
     noise = Noise()
     noise.start()
-    timing = measure(step, ctx.device, min_run_time=float(cfg.min_run_time), min_rounds=int(cfg.min_rounds),
-                     max_run_time=float(cfg.max_run_time), flush_l2=bool(cfg.get("flush_l2")))
+    timing = measure(prepared.step, ctx.device, min_run_time=float(cfg.min_run_time),
+                     min_rounds=int(cfg.min_rounds), max_run_time=float(cfg.max_run_time),
+                     flush_l2=bool(cfg.get("flush_l2")))
     noise.stop()
     unstable = noise.why_unstable(timing.cv, on_cpu=ctx.device.type == "cpu")
+    rows, pct = case_rows(case, ctx, check, prepared, timing, noise, unstable)
+    return rows, timing, pct, prepared.stepped
+
+
+def case_rows(case: Case, ctx: RunContext, check: str, prepared: Prepared, timing: Timing, noise: Noise,
+              unstable: str, probe: tuple[Timing, int, str] | None = None) -> tuple[list[dict], float]:
+    """A timed case's rows: statistics, round samples, compile time, roofline; (rows, roofline %). ``probe``: the
+    bandwidth probe's rounds timed beside the step's (interleaved: round r of each in the same round), the bytes
+    one probe call moves and its kernel; without it the probe is measured now, apart."""
     labels, t = case.labels, timing.median
     rows = [row(labels, check=check, metric=TIME_STEP_MS, value=t * 1e3, unit="ms", detail=timing.method),
             row(labels, check=check, metric=TIME_STEP_MS_IQR, value=timing.iqr * 1e3, unit="ms"),
@@ -92,33 +131,45 @@ def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Ti
     rows += [row(labels, check=check, metric=TIME_ROUND_MS, value=s * 1e3, unit="ms", step=i)
              for i, s in enumerate(timing.rounds)]
     if case.impl.compiled:
-        rows.append(row(labels, check=check, metric=TIME_COMPILE_S, value=first_s, unit="s",
+        rows.append(row(labels, check=check, metric=TIME_COMPILE_S, value=prepared.first_s, unit="s",
                         detail="the first step: dynamo trace + inductor compile, apart from the step time"))
-    optimizer = case.suite.optimizer or type(stepper.optimizer).__name__
-    cost = step_cost(optimizer, stepper.optimizer.param_groups, case.suite.roofline)
-    stepped = sum(p.numel() for p in params.values() if p.grad is not None)
-    rows.append(row(labels, check=check, metric=SPEED_PARAMS_PER_S, value=stepped / t, unit="params/s"))
-    pct = float("nan")
-    if cost is not None and cost.params:
+    rows.append(row(labels, check=check, metric=SPEED_PARAMS_PER_S, value=prepared.stepped / t, unit="params/s"))
+    cost, cfg, pct = prepared.cost, ctx.cfg.speed, float("nan")
+    if cost is None or not cost.params:
+        return rows, pct
+    if probe is None:
         bw = ceilings.bandwidth(ctx.device, cost.working_set, min_run_time=float(cfg.probe_run_time))
-        floor_s = cost.bytes / (bw.gb_per_s * 1e9)
-        what = f"bandwidth probe {bw.kernel} at a {bw.working_set / 1e6:.3g} MB working set"
-        if cost.flops:
-            largest = max((p for p in params.values() if p.grad is not None and p.dim() == 2), key=torch.Tensor.numel)
-            rate = ceilings.matmul_flops(ctx.device, tuple(largest.shape), torch.bfloat16,
-                                         min_run_time=float(cfg.probe_run_time))
-            floor_s = max(floor_s, cost.flops / rate)
-            rows.append(row(labels, check=check, metric=ROOFLINE_MATMUL_GFLOPS, value=rate / 1e9, unit="GFLOP/s",
-                            detail=f"bfloat16 x @ x.T at {tuple(largest.shape)}"))
-            what += f" and {rate / 1e9:.0f} GFLOP/s bfloat16 matmul ({cost.flops / cost.params:.0f} FLOP/param)"
-        pct = 100 * floor_s / t
-        if unstable:
-            what += f"; UNSTABLE, not the step's own: {unstable}"
-        rows += [row(labels, check=check, metric=SPEED_GB_PER_S, value=cost.bytes / t / 1e9, unit="GB/s"),
-                 row(labels, check=check, metric=ROOFLINE_BYTES_PER_PARAM, value=cost.bytes_per_param, unit="B"),
-                 row(labels, check=check, metric=ROOFLINE_PROBE_GB_PER_S, value=bw.gb_per_s, unit="GB/s", detail=what),
-                 row(labels, check=check, metric=ROOFLINE_PCT, value=pct, unit="%", detail=what)]
-    return rows, timing, pct, stepped
+        gb_per_s, kernel, how = bw.gb_per_s, bw.kernel, "timed after the step"
+        floors = np.full(len(timing.rounds), cost.bytes / (gb_per_s * 1e9))
+    else:
+        probe_timing, probe_bytes, kernel = probe
+        gb_per_s, how = probe_bytes / probe_timing.median / 1e9, "interleaved with the step, round by round"
+        floors = np.asarray(probe_timing.rounds) * (cost.bytes / probe_bytes)
+    what = f"bandwidth probe {kernel} at a {cost.working_set / 1e6:.3g} MB working set ({how})"
+    if cost.flops:
+        largest = max((p for p in prepared.params.values() if p.grad is not None and p.dim() == 2),
+                      key=torch.Tensor.numel)
+        rate = ceilings.matmul_flops(ctx.device, tuple(largest.shape), torch.bfloat16,
+                                     min_run_time=float(cfg.probe_run_time))
+        floors = np.maximum(floors, cost.flops / rate)
+        rows.append(row(labels, check=check, metric=ROOFLINE_MATMUL_GFLOPS, value=rate / 1e9, unit="GFLOP/s",
+                        detail=f"bfloat16 x @ x.T at {tuple(largest.shape)}"))
+        what += f" and {rate / 1e9:.0f} GFLOP/s bfloat16 matmul ({cost.flops / cost.params:.0f} FLOP/param)"
+    paired = paired_ratio(100 * floors, np.asarray(timing.rounds)) if probe is not None else None
+    pct = paired.median if paired is not None else float(100 * np.median(floors) / t)
+    if paired is not None:
+        rows += [row(labels, check=check, metric=ROOFLINE_FLOOR_ROUND_MS, value=f * 1e3, unit="ms", step=i)
+                 for i, f in enumerate(floors)]
+        rows += [row(labels, check=check, metric=ROOFLINE_PCT_CI_LOW, value=paired.low, unit="%"),
+                 row(labels, check=check, metric=ROOFLINE_PCT_CI_HIGH, value=paired.high, unit="%")]
+        what += f"; paired over {paired.rounds} rounds, 95% CI [{paired.low:.0f}, {paired.high:.0f}] %"
+    if unstable:
+        what += f"; UNSTABLE, not the step's own: {unstable}"
+    rows += [row(labels, check=check, metric=SPEED_GB_PER_S, value=cost.bytes / t / 1e9, unit="GB/s"),
+             row(labels, check=check, metric=ROOFLINE_BYTES_PER_PARAM, value=cost.bytes_per_param, unit="B"),
+             row(labels, check=check, metric=ROOFLINE_PROBE_GB_PER_S, value=gb_per_s, unit="GB/s", detail=what),
+             row(labels, check=check, metric=ROOFLINE_PCT, value=pct, unit="%", detail=what)]
+    return rows, pct
 
 
 def runnable_cases(suite: Suite, ctx: RunContext) -> list[Case]:

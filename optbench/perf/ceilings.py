@@ -41,6 +41,17 @@ def _median_s(stmt: str, env: dict, threads: int, min_run_time: float) -> float:
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
+def probe_stream(device: torch.device, working_set: int, kernel: str):
+    """The bandwidth probe's ``kernel`` over ``working_set`` bytes as a step to time beside an optimizer's (the
+    interleaved rounds of optbench.perf.interleave): (a callable, the bytes one call moves)."""
+    size = max(MIN_BYTES, int(float(f"{working_set:.2g}")))
+    n = size // (4 * STREAM_ARRAYS[kernel])
+    a, b, c = (torch.rand(n, device=device) + 0.5 for _ in range(3))
+    call = {"scale": lambda: a.mul_(1.0000001), "axpy": lambda: a.add_(b, alpha=1e-7),
+            "addcmul": lambda: a.addcmul_(b, c, value=1e-7)}[kernel]
+    return call, STREAM_BYTES[kernel] * n
+
+
 def bandwidth(device: torch.device, working_set: int, threads: int | None = None,
               min_run_time: float = 0.1) -> Bandwidth:
     """The best in-place stream bandwidth (GB/s) over ``working_set`` bytes on ``device``."""

@@ -21,7 +21,12 @@ from optbench.metrics import (
     SCALING_TENSORS,
     SPEED_GB_PER_S,
     SPEED_OVERHEAD,
+    SPEED_OVERHEAD_CI_HIGH,
+    SPEED_OVERHEAD_CI_LOW,
     SPEED_PARAMS_PER_S,
+    SPEED_RATIO,
+    SPEED_RATIO_CI_HIGH,
+    SPEED_RATIO_CI_LOW,
     SPEED_THREADS,
     TIME_COMPILE_S,
     TIME_ROUNDS,
@@ -35,13 +40,15 @@ from optbench.report.tables import CASE, FORLOOP, by_case, eng, num
 TIMING = CASE + ["workload"]
 SPEED_METRICS = [TIME_STEP_MS, TIME_STEP_MS_IQR, TIME_STEP_MS_CV, TIME_ROUNDS, TIME_COMPILE_S,
                  SPEED_PARAMS_PER_S, SPEED_GB_PER_S, ROOFLINE_PCT, ROOFLINE_BYTES_PER_PARAM,
-                 ROOFLINE_PROBE_GB_PER_S, SPEED_OVERHEAD, SPEED_THREADS, SCALING_PARAMS, SCALING_TENSORS]
+                 ROOFLINE_PROBE_GB_PER_S, SPEED_OVERHEAD, SPEED_THREADS, SCALING_PARAMS, SCALING_TENSORS,
+                 SPEED_RATIO, SPEED_RATIO_CI_LOW, SPEED_RATIO_CI_HIGH, SPEED_OVERHEAD_CI_LOW, SPEED_OVERHEAD_CI_HIGH]
 
 
 def timing_frame(rows: pd.DataFrame, check: str = "speed") -> pd.DataFrame:
-    """One wide row per timed case of ``check`` (speed or scaling) with its metrics as columns, plus
-    ``ratio`` = median / the for-loop's median on the same suite, dtype and workload (in a candidate-only suite,
-    its ``nearest:`` torch optimizer's)."""
+    """One wide row per timed case of ``check`` (speed or scaling) with its metrics as columns, plus ``ratio``:
+    the case's ``speed.ratio`` (paired over interleaved rounds) where it has one, else its median over the
+    for-loop's median on the same suite, dtype and workload (in a candidate-only suite, its ``nearest:`` torch
+    optimizer's)."""
     sel = rows[(rows["check"] == check) & (rows["fqn"] == "") & rows["metric"].isin(SPEED_METRICS)]
     if sel.empty:
         return pd.DataFrame()
@@ -53,7 +60,8 @@ def timing_frame(rows: pd.DataFrame, check: str = "speed") -> pd.DataFrame:
     nearest = nearest[~nearest.index.duplicated()]
     keys = zip(wide["suite"], wide["dtype"], wide["hparams"], wide["workload"])
     baseline = [base.get(k, nearest.get((k[0], k[1], k[3]), math.nan)) for k in keys]
-    return wide.assign(ratio=wide[TIME_STEP_MS] / np.array(baseline, dtype=float))
+    ratio = wide[TIME_STEP_MS] / np.array(baseline, dtype=float)
+    return wide.assign(ratio=wide[SPEED_RATIO].where(wide[SPEED_RATIO].notna(), ratio))
 
 
 def speed_frame(rows: pd.DataFrame) -> pd.DataFrame:
@@ -73,7 +81,17 @@ def speed(wide: pd.DataFrame) -> pd.DataFrame:
         "B/param": wide[ROOFLINE_BYTES_PER_PARAM].map(num), "GB/s": wide[SPEED_GB_PER_S].map(num),
         "roofline GB/s": wide[ROOFLINE_PROBE_GB_PER_S].map(num), "% of roofline": pct,
         "compile s": wide[TIME_COMPILE_S].map(num),
-        "x vs baseline": wide["ratio"].map(lambda v: num(v) + "x" if num(v) else "")})
+        "x vs baseline": [with_interval(v, lo, hi) for v, lo, hi in
+                          zip(wide["ratio"], wide[SPEED_RATIO_CI_LOW], wide[SPEED_RATIO_CI_HIGH])]})
+
+
+def with_interval(value, low, high) -> str:
+    """``1.23x [1.20, 1.26]``: a paired ratio and its 95 % interval (just the ratio where it has none)."""
+    if not num(value):
+        return ""
+    if not (num(low) and num(high)):
+        return num(value) + "x"
+    return f"{num(value)}x [{num(low)}, {num(high)}]"
 
 
 def overheads(rows: pd.DataFrame) -> pd.DataFrame:
@@ -81,9 +99,12 @@ def overheads(rows: pd.DataFrame) -> pd.DataFrame:
     wide = timing_frame(rows)
     if wide.empty or wide[SPEED_OVERHEAD].isna().all():
         return pd.DataFrame()
-    table = wide.dropna(subset=[SPEED_OVERHEAD]).pivot_table(index=["suite", "dtype", "workload"], columns="impl",
-                                                               values=SPEED_OVERHEAD, aggfunc="first", sort=False)
-    return table.map(lambda v: num(v) + "x" if num(v) else "").reset_index()
+    wide = wide.dropna(subset=[SPEED_OVERHEAD])
+    cells = wide.assign(cell=[with_interval(v, lo, hi) for v, lo, hi in
+                              zip(wide[SPEED_OVERHEAD], wide[SPEED_OVERHEAD_CI_LOW], wide[SPEED_OVERHEAD_CI_HIGH])])
+    table = cells.pivot_table(index=["suite", "dtype", "workload"], columns="impl", values="cell",
+                              aggfunc="first", sort=False)
+    return table.fillna("").reset_index()
 
 
 def memory(rows: pd.DataFrame) -> pd.DataFrame:
