@@ -15,7 +15,8 @@ rows and no ``pass`` make it xfail; rows that verify nothing (``optbench.results
 measurements) passes. A run with ``candidate=`` ends with ``<suite>::parity::<candidate>::checked``, which
 fails when no hparam set could check the candidate; a run whose plan has no case is one failing item,
 ``<suite>::nothing-to-verify``. ``--optbench-out DIR`` keeps each run's results.json, results.csv and
-report.md in ``DIR/<suite>/``.
+report.md in ``DIR/<suite>/``. With pytest-benchmark installed, a timed case's rounds are also its item's
+benchmark (``--benchmark-json``, ``--benchmark-autosave``, ``--benchmark-compare``; optbench.pytest_benchmark_bridge).
 
 The plugin does nothing without ``--optbench``. With it and no test paths on the command line, only the
 gate runs (a repository's own ``testpaths`` are not collected). It refuses ``-n`` (pytest-xdist): the
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from optbench import pytest_benchmark_bridge
 from optbench.results import FAIL, FAILING, NOTHING_VERIFIED, verdict
 
 MAX_LINES = 20  # failing rows named in one item's message
@@ -223,6 +225,8 @@ class CaseItem(pytest.Item):
         rows, lines = self.parent.run.run_case(self.index)
         if lines:
             self.add_report_section("call", "optbench", "\n".join(lines))
+        if self.check.name in pytest_benchmark_bridge.TIMING_CHECKS:  # its rounds, as pytest-benchmark's too
+            pytest_benchmark_bridge.record(self, rows)
         judge(self, rows)
 
     def repr_failure(self, excinfo, style=None):

@@ -205,6 +205,11 @@ def load_results(path) -> tuple[dict, pd.DataFrame]:
         raise bad(f"not JSON: {e}".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise bad(f"top level is a JSON {type(data).__name__}, not an object")
+    from optbench import pytest_benchmark_bridge as bridge
+
+    if bridge.is_pytest_benchmark(data):  # --benchmark-json / --benchmark-autosave output
+        meta, rows = bridge.rows_of(data)
+        return meta, normalize(pd.DataFrame(rows, columns=COLUMNS))
     if "schema_version" not in data:
         raise bad("no schema_version")
     if data["schema_version"] not in READABLE_SCHEMAS:
