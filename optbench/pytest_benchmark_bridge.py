@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from optbench.metrics import TIME_ROUND_MS, TIME_ROUNDS, TIME_STEP_MS, TIME_STEPS_PER_ROUND, TIME_UNSTABLE
-from optbench.results import CASE_KEY, SCHEMA_VERSION, row
+from optbench.rows import CASE_KEY, SCHEMA_VERSION, row
 
 TIMING_CHECKS = ("speed", "scaling")
 

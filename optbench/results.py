@@ -21,21 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from optbench.metrics import RUN_CASE_S, TIME_UNSTABLE
+from optbench.rows import CASE_KEY, COLUMNS, READABLE_SCHEMAS, SCHEMA_VERSION, STATUSES, row
 from optbench.usage import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_NOTHING_VERIFIED, EXIT_OK, UsageError
 
-SCHEMA_VERSION = 4  # 4: ``gate`` and ``finding``; 3: ``workload`` (the speed/scaling workload a timing row timed)
-READABLE_SCHEMAS = (2, 3, 4)  # columns an older schema lacks read back as ""
-COLUMNS = [
-    "suite", "optimizer", "impl", "dtype", "hparams", "device", "workload", "check",
-    "fqn", "tensor", "step", "metric", "value", "unit", "status", "gate", "finding", "detail",
-]
-# pass/fail: a check's verdict; error: the case raised; xfail/xpass: a declared deviation still
-# deviates / no longer does; unsupported: the implementation does not take this hparam set;
-# skip: cannot run here (device, dtype); info: a measurement without a verdict.
-# The columns that name a case (``Case.labels`` writes them on every row); each table keys cases by these, or
-# by a projection of them it documents.
-CASE_KEY = ("suite", "impl", "dtype", "hparams", "device", "workload")
-STATUSES = ("pass", "fail", "error", "xfail", "xpass", "unsupported", "skip", "info")
 FAILING = {"fail", "error"}
 VERIFIED = {"pass", "fail", "xfail", "xpass"}  # a row that verified something, either way
 MEASURING = ("speed", "memory", "scaling")  # checks whose product is a measurement (``info`` rows), not a verdict
@@ -125,21 +113,6 @@ def verdict(rows, checks=(), run: dict | None = None) -> Verdict:
     return Verdict(NOTHING_VERIFIED, f"every case was {what}{reasons}")
 
 
-def row(labels: dict, *, check: str, metric: str, value: float, status: str = "info", unit: str = "",
-        detail: str = "", fqn: str = "", tensor: str = "", step: int | None = None, gate: str = "",
-        finding: str = "") -> dict:
-    """One result row: the case's ``labels`` (suite, impl, dtype, ...) plus one metric.
-
-    ``gate`` names what decided the row's status where a check has more than one (parity: ``trajectory`` or
-    ``one-step``); ``finding`` the declared deviation(s) behind an xfail/xpass (``F07``, comma-separated).
-    Code reads these, never ``detail``, which is for people."""
-    assert status in STATUSES, status
-    out = {c: "" for c in COLUMNS} | labels
-    out.update(check=check, metric=metric, value=float(value), status=status, unit=unit, detail=detail, gate=gate,
-               finding=finding, fqn=fqn, tensor=tensor, step=step)
-    return out
-
-
 def atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     umask = os.umask(0)
@@ -205,10 +178,10 @@ def load_results(path) -> tuple[dict, pd.DataFrame]:
         raise bad(f"not JSON: {e}".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise bad(f"top level is a JSON {type(data).__name__}, not an object")
-    from optbench import pytest_benchmark_bridge as bridge
+    from optbench.pytest_benchmark_bridge import is_pytest_benchmark, rows_of
 
-    if bridge.is_pytest_benchmark(data):  # --benchmark-json / --benchmark-autosave output
-        meta, rows = bridge.rows_of(data)
+    if is_pytest_benchmark(data):  # --benchmark-json / --benchmark-autosave output
+        meta, rows = rows_of(data)
         return meta, normalize(pd.DataFrame(rows, columns=COLUMNS))
     if "schema_version" not in data:
         raise bad("no schema_version")
@@ -278,3 +251,6 @@ def from_journal(path: Path) -> tuple[dict, pd.DataFrame]:
                    "planned_cases": len(record.planned), "finished_cases": len(record.cases)}
     rows = [r for i in sorted(record.cases) for r in record.cases[i]]
     return meta, normalize(pd.DataFrame(rows, columns=COLUMNS))
+
+
+__all__ = ["CASE_KEY", "COLUMNS", "READABLE_SCHEMAS", "SCHEMA_VERSION", "STATUSES", "row"]
