@@ -64,7 +64,9 @@ def precheck(overrides: list[str], config_dirs=()) -> None:
             for value in values:
                 known = config_names(group, config_dirs)
                 if value not in known:
-                    raise UsageError(f"unknown {group} '{value}': {did_you_mean(value, known)}")
+                    own = (" (a suite of your own: --config-dir DIR with DIR/suite/<name>.yaml; docs/candidates.md)"
+                           if group == "suite" else "")
+                    raise UsageError(f"unknown {group} '{value}': {did_you_mean(value, known)}{own}")
                 if group == "suite":
                     from optbench.suite.catalog import check_suite_file
 

@@ -80,4 +80,22 @@ def load_reference(name: str) -> ModuleType:
     return module
 
 
-__all__ = ["builtin_names", "load_reference"]
+class ContractError(TypeError):
+    """A reference module broke the contract above: one line naming the module and what it returned."""
+
+
+def _kind(value) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def updated(module, result) -> tuple:
+    """``update``'s ``result`` if it is ``(new_param, new_state dict)``, else a ContractError naming ``module``."""
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
+        return result
+    module = getattr(module, "reference", module)  # a complex parameter's wrapper (complex.as_complex): its module
+    shown = f"({', '.join(map(_kind, result))})" if isinstance(result, tuple) else _kind(result)
+    raise ContractError(f"reference {getattr(module, '__name__', module)}: update() must return (param, state dict), "
+                        f"returned {shown}")
+
+
+__all__ = ["ContractError", "builtin_names", "load_reference", "updated"]

@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).parents[1]
 SUITE = textwrap.dedent('''
     name: mylion
@@ -70,3 +72,18 @@ def test_two_classes_of_one_name_are_told_apart_in_a_sweep(tmp_path):
                 and r["hparams"] == "weight_decay"}
     assert verdicts == {"candidate:my_lion.Lion": "pass", "candidate:their_lion.Lion": "fail"}
     assert "candidate:their_lion.Lion" in (cwd / "sweep" / "report.md").read_text()
+
+
+def test_a_clone_of_optbench_in_the_working_directory_does_not_shadow_it_in_the_workers(tmp_path):
+    """An author who cloned optbench into their folder: a worker started with ``python -m`` took that folder for
+    (part of) the optbench package, its reference/ before the installed one's."""
+    script = Path(sys.executable).parent / "optbench"
+    if not script.exists():
+        pytest.skip("no optbench console script beside this Python")
+    cwd = project(tmp_path)
+    (cwd / "optbench" / "reference").mkdir(parents=True)
+    (cwd / "optbench" / "reference" / "__init__.py").write_text("raise ImportError('the clone, not optbench')\n")
+    done = subprocess.run([str(script), "run", "--config-dir", "conf", "suite=mylion", "candidate=my_lion.Lion",
+                           "checks=[parity]", "dtype=float64", "steps=2", "jobs=1", "history_dir=null", "out_dir=out"],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -9,10 +9,11 @@ message matching ``match``.
 
 A candidate that is or subclasses the suite's class faces the same inputs as torch's class. Any other candidate is
 held to rejecting, not to torch's wording: it passes by raising the declared class or one its spec's ``rejects``
-names, with any message; an input whose options its constructor does not take (renames applied) is
-``unsupported``, and torch.optim's own conventions (a Tensor-valued option, ``fused``/``foreach``/...) are not
-asked of it unless its spec's ``error_inputs`` names them; inputs its spec's ``error_inputs`` leaves out are
-``skip``.
+names, with any message (a ``match:`` it does not meet is named in the row as not applied); an input whose
+options its constructor does not take (renames applied) is ``unsupported``, and torch.optim's own conventions (a
+Tensor-valued option, ``fused``/``foreach``/...) are not asked of it unless its spec's ``error_inputs`` names them;
+inputs its spec's ``error_inputs`` leaves out are ``skip``. The console prints the failing inputs and, per
+implementation, one line summing them up.
 
 An input's parameters carry the attributes its ``meta`` names (the suite's ``error_param_meta`` unless the
 input has its own), for optimizers that read metadata from their parameters (u-muP's ``mup_type``). Where
@@ -182,32 +183,51 @@ class ErrorsCheck:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
-        e = error_inputs(case.suite)[int(case.label)]
-        labels = case.labels | {"hparams": e.desc}
-        impl, suite = case.impl, case.suite
-        foreign = suite.foreign(impl)
-        status, why = not_asked(impl, e, suite) if foreign else ("", "")
-        if status:
-            return Outcome([row(labels, check="errors", metric=ERRORS_REJECTED, value=0.0, status=status,
-                                detail=why)])
-        raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, impl.spelled(e.options))
-        expected = exception_class(e.raises)
-        rejecting = (expected, *map(exception_class, impl.spec.rejects)) if foreign and impl.spec else (expected,)
-        message = str(raised).splitlines()[0] if raised is not None and str(raised) else ""
-        if raised is None:
-            status, detail = "fail", f"accepted: expected {e.raises} matching {e.match!r} at {e.at}"
-        elif isinstance(raised, expected) and re.search(e.match, str(raised)):
-            status, detail = "pass", f"{type(raised).__name__} at {where}: {message}"
-        elif foreign and isinstance(raised, rejecting):  # its own wording: a rejection all the same
-            status, detail = "pass", f"rejected in its own words: {type(raised).__name__} at {where}: {message}"
-        else:
-            status, detail = "fail", (f"expected {e.raises} matching {e.match!r}, got {type(raised).__name__} "
-                                      f"at {where}: {message}")
-        declared = case.suite.deviations_for(case.impl or case.impl_name, "", e.desc, check="errors")
-        if declared:
-            status = {"fail": "xfail", "pass": "xpass"}[status]
-            detail = f"{declared[0].finding}: {declared[0].reason} Observed: {detail}"
-        rows = [row(labels, check="errors", metric=ERRORS_REJECTED, value=float(status == "pass"), status=status,
-                    detail=detail, finding=declared[0].finding if declared else "")]
+        inputs = error_inputs(case.suite)
+        e = inputs[int(case.label)]
+        status, detail, finding = judge(case, e)
+        rows = [row(case.labels | {"hparams": e.desc}, check="errors", metric=ERRORS_REJECTED,
+                    value=float(status == "pass"), status=status, detail=detail, finding=finding)]
         shown = {"fail": "FAIL ", "xfail": "XFAIL", "xpass": "XPASS"}.get(status)
-        return Outcome(rows, f"  {shown} errors {case.impl_name:>10} {e.desc}: {detail}" if shown else "")
+        lines = [f"  {shown} errors {case.impl_name:>10} {e.desc}: {detail}"] if shown else []
+        counts = ctx.scratch.setdefault(("errors", case.impl_name), {})  # the group's cases run in one unit
+        counts[status] = counts.get(status, 0) + 1
+        if int(case.label) == len(inputs) - 1:  # its last input: one line for them all, as the round-trip's
+            lines.append(summary(case.impl_name, counts))
+        return Outcome(rows, "\n".join(lines))
+
+
+def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
+    """(status, detail, finding) of ``case``'s implementation given the invalid input ``e``."""
+    impl, suite = case.impl, case.suite
+    foreign = suite.foreign(impl)
+    status, why = not_asked(impl, e, suite) if foreign else ("", "")
+    if status:
+        return status, why, ""
+    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, impl.spelled(e.options))
+    expected = exception_class(e.raises)
+    rejecting = (expected, *map(exception_class, impl.spec.rejects)) if foreign and impl.spec else (expected,)
+    message = str(raised).splitlines()[0] if raised is not None and str(raised) else ""
+    if raised is None:
+        status, detail = "fail", f"accepted: expected {e.raises} matching {e.match!r} at {e.at}"
+    elif isinstance(raised, expected) and re.search(e.match, str(raised)):
+        status, detail = "pass", f"{type(raised).__name__} at {where}: {message}"
+    elif foreign and isinstance(raised, rejecting):  # its own wording: a rejection all the same
+        status, detail = "pass", f"rejected in its own words: {type(raised).__name__} at {where}: {message}"
+        if e.match:
+            detail += f"; match: {e.match!r} not applied (this candidate is held to rejecting, not to the wording)"
+    else:
+        status, detail = "fail", (f"expected {e.raises} matching {e.match!r}, got {type(raised).__name__} "
+                                  f"at {where}: {message}")
+    declared = suite.deviations_for(impl or case.impl_name, "", e.desc, check="errors")
+    if not declared:
+        return status, detail, ""
+    finding = declared[0].finding
+    return {"fail": "xfail", "pass": "xpass"}[status], f"{finding}: {declared[0].reason} Observed: {detail}", finding
+
+
+def summary(impl_name: str, counts: dict) -> str:
+    """The console's line for one implementation's error inputs: how many it rejected, and what else."""
+    others = ", ".join(f"{counts[s]} {s}" for s in ("fail", "xfail", "xpass", "unsupported", "skip") if counts.get(s))
+    return (f"  {'FAIL' if counts.get('fail') else 'PASS':5} errors {impl_name:>10}: {counts.get('pass', 0)} rejected"
+            + (f", {others}" if others else ""))

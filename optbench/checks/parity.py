@@ -89,13 +89,15 @@ def complex_rejection(case: Case, ctx: RunContext) -> str:
     return why if why and not case.impl.available(ctx.device, dtype.to_real()) else ""
 
 
-def one_sided_detail(one_sided: dict) -> str:
-    """State keys only one side keeps, per side: what a candidate spec's state map is for."""
+def one_sided_detail(one_sided: dict, suite: Suite) -> str:
+    """State keys only one side keeps, per side: what a candidate spec's state map is for (or, in a suite of one's
+    own, without a torch optimizer, a rename in the reference)."""
     sides: dict[str, list[str]] = {}
     for key, side in sorted(one_sided.items()):
         sides.setdefault(side, []).append(repr(key))
+    own = f"; or rename them in the reference {suite.reference_name}" if suite.optimizer is None else ""
     return ("; ".join(f"state key(s) {', '.join(keys)} kept only by {side}" for side, keys in sides.items())
-            + " (a candidate spec's state.keys maps them, state.ignore leaves them out: docs/candidates.md)")
+            + f" (a candidate spec's state.keys maps them, state.ignore leaves them out{own}: docs/candidates.md)")
 
 
 class ParityCheck:
@@ -198,7 +200,7 @@ class ParityCheck:
             detail = (f"first past tolerance: step {first.step} {first.fqn}/{first.tensor} ({first.kind}): "
                       f"{first.err_eps:.3g} eps > {first.tol:.3g} eps")
             if one_sided:
-                detail = f"{one_sided_detail(one_sided)}; {detail}"
+                detail = f"{one_sided_detail(one_sided, case.suite)}; {detail}"
         else:
             status = ("fail" if "fail" in dev_status else "xfail" if "xfail" in dev_status
                       else "xpass" if "xpass" in dev_status else "pass")

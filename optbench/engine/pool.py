@@ -25,6 +25,10 @@ from optbench.engine.units import Unit
 from optbench.metrics import CASE_ERROR
 from optbench.results import row
 
+# A worker imports the optbench this process runs, its folder first on sys.path: ``python -m`` would put the working
+# directory first, and a folder named optbench there (a clone of the repository) would shadow it in part.
+BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
+        "from optbench.engine.worker import main; main()")
 STDERR_TAIL_LINES = 6
 START_TIMEOUT_S = 300  # importing torch and building the run's plan takes seconds; a worker stuck there ends the run
 
@@ -45,7 +49,7 @@ def how_it_ended(code: int | None) -> str:
 
 
 class Worker:
-    """One ``python -m optbench.engine.worker`` process and the thread that reads its events."""
+    """One ``optbench.engine.worker`` process (started by ``BOOT``) and the thread that reads its events."""
 
     def __init__(self, number: int, init: dict, logs: Path, events: queue.Queue):
         self.number, self.events = number, events
@@ -53,7 +57,7 @@ class Worker:
         self.log = logs / f"worker-{number}.log"
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "optbench.engine.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=err, start_new_session=True)  # a terminal's Ctrl-C reaches the parent only
         self.unit: Unit | None = None
         self.current: int | None = None  # the plan index of the case running now

@@ -50,6 +50,7 @@ from optbench.engine.units import Unit, cut_into_units, longest_first, unfinishe
 from optbench.implementations.candidate import candidate_meta, defaults_warning
 from optbench.journal import JOURNAL, Journal, Record
 from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS, RUN_CASE_S
+from optbench.reference import ContractError
 from optbench.results import CASE_KEY, FAILING, FINISHED, SCHEMA_VERSION, STOPPED, Results, row
 from optbench.suite.catalog import is_meta, resolve
 from optbench.usage import UsageError
@@ -333,7 +334,9 @@ class SuiteRun:
         except (Exception, SystemExit) as exc:  # a crashing implementation is a finding, not a harness failure
             where = traceback.extract_tb(exc.__traceback__)[-1]
             message = str(exc).splitlines()[0] if str(exc) else ""
-            detail = f"{check.name}: {type(exc).__name__}: {message} ({Path(where.filename).name}:{where.lineno})"
+            detail = (f"{check.name}: {message}" if isinstance(exc, ContractError)  # names its module: no location
+                      else f"{check.name}: {type(exc).__name__}: {message} "
+                           f"({Path(where.filename).name}:{where.lineno})")
             rows = [row(case.labels, check=check.name, metric=CASE_ERROR, value=1, status="error", detail=detail)]
             line = f"  ERROR {check.name} {case.impl_name} {case.dtype} {case.labels['hparams']}: {detail}"
         if rows:  # what each case cost, so a slow suite can be read off its results

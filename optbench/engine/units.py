@@ -1,7 +1,7 @@
 """Units: how a run's plan is cut for worker processes. A unit is a group of cases that share scratch (parity
-leaves trajectories that cross reads; forms and speed compare with an earlier case of their group), which
-run in one process in plan order, or else one case. Timing units (speed, memory, scaling) are kept apart:
-they run after the rest, one at a time."""
+leaves trajectories that cross reads; forms and speed compare with an earlier case of their group; errors' last
+case sums up its implementation's inputs), which run in one process in plan order, or else one case. Timing units
+(speed, memory, scaling) are kept apart: they run after the rest, one at a time."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from optbench.results import MEASURING
 
-SHARES_SCRATCH = ("parity", "cross", "forms", "speed")  # checks whose cases read what an earlier one left
+SHARES_SCRATCH = ("parity", "cross", "forms", "speed", "errors")  # cases that read what an earlier one left
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """A worker process: runs the units of a run's plan that the parent (``engine.pool``) sends, one at a time.
 
-Started as ``python -m optbench.engine.worker``. It speaks JSON lines: requests on stdin, events on a private
-copy of its original stdout; its own stdout and stderr (the code under test's prints, a crash's last words) go
-to the log file the parent gave it as stderr, which the parent reads back when the worker dies.
+Started by ``engine.pool`` (``python -c``: the parent's optbench imported first, then ``main()``). It speaks JSON
+lines: requests on stdin, events on a private copy of its original stdout; its own stdout and stderr (the code
+under test's prints, a crash's last words) go to the log file the parent gave it as stderr, which the parent reads
+back when the worker dies.
 
 Requests: ``{"op": "init", "cfg": ..., "config_dirs": ..., "sys_path": ...}`` once, then ``{"op": "unit",
 "items": [[index, "run" | "replay"], ...], "fresh": true}`` (``fresh: false`` goes on from the state the last

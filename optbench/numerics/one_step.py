@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from optbench.numerics.accuracy import err_eps, magnitude, widened
+from optbench.reference import updated
 
 # A correct step may round the parameter three times (a decay factor like 1 - lr * weight_decay rounded
 # to the dtype, the multiplication, then the update), each by up to half an ulp of the parameter:
@@ -167,7 +168,7 @@ class OneStep:
             p_old = before[(name, "param")]
             own = held.get(name, {})
             state = {**(private.get(name) or self.reference.init(p_old, self.hp[name])), **own}
-            ref_param, ref_state = self.reference.update(p_old, grad, state, self.hp[name])
+            ref_param, ref_state = updated(self.reference, self.reference.update(p_old, grad, state, self.hp[name]))
             ref_param = widened(ref_param)
             at_decision = self._at_decision(p_old, grad, state, name, ref_param.shape)
             subnormal = np.where(self._subnormal(ref_state, ref_param.shape) | at_decision, np.inf, 0.0)

@@ -20,6 +20,7 @@ from optbench.numerics.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.numerics.master_copy import RoundingYardstick, model_rows
 from optbench.numerics.one_step import OneStep, held_state, within_rounding
 from optbench.numerics.precision import kept_in
+from optbench.reference import updated
 from optbench.reference.complex import as_complex
 from optbench.state.batched import per_parameter_state
 from optbench.suite.schedules import factor as schedule_factor
@@ -104,8 +105,8 @@ class _GradientReference:
                 continue
             if name not in self.state:
                 self.state[name] = self.reference.init(self.params[name], self.hp[name])
-            self.params[name], self.state[name] = self.reference.update(self.params[name], grad, self.state[name],
-                                                                        self.hp[name])
+            self.params[name], self.state[name] = updated(self.reference, self.reference.update(
+                self.params[name], grad, self.state[name], self.hp[name]))
 
     def decided_by_rounding(self, grads: dict, eps: float, theirs: dict) -> dict[str, np.ndarray]:
         """Per FQN (only those with any), the elements whose next update hangs on a decision that rounding

@@ -6,7 +6,13 @@ import math
 
 import pandas as pd
 
-from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS, PARITY_XMAX_ERR_EPS_VS_FORLOOP, STATE_DTYPE
+from optbench.metrics import (
+    PARITY_MAX_ERR_EPS,
+    PARITY_TOL_EPS,
+    PARITY_XMAX_ERR_EPS_VS_FORLOOP,
+    RUN_CASE_S,
+    STATE_DTYPE,
+)
 from optbench.results import CASE_KEY, as_float, verdict
 
 # A report is of one run on one device; the timing tables add ``workload`` (report.performance.TIMING).
@@ -129,7 +135,8 @@ def deviations(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def errors(rows: pd.DataFrame) -> pd.DataFrame:
-    err = rows[rows["check"] == "errors"]
+    """One row per invalid input and implementation (not each case's timing row)."""
+    err = rows[(rows["check"] == "errors") & (rows["metric"] != RUN_CASE_S)]
     return err[["suite", "impl", "hparams", "status", "detail"]].rename(columns={"hparams": "invalid input"})
 
 

@@ -19,6 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from optbench.reference import load_reference
+from optbench.suite import keys
 from optbench.suite.hyperparameters import complete, constructor_defaults, for_torch, plain
 from optbench.suite.schedules import validate as validate_schedule
 
@@ -130,13 +131,6 @@ def _torch_class_name(name) -> str | None:
     return str(name)
 
 
-def _keys(c, allowed: set[str], what: str) -> None:
-    """A typo in a suite file (or YAML reading ``on:`` as True) is an error, not a silent default."""
-    unknown = sorted(str(k) for k in c.keys() if str(k) not in allowed)
-    if unknown:
-        raise ValueError(f"{what} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
-
-
 @dataclass(frozen=True)
 class Deviation:
     """An upstream departure from the documented algorithm, declared with its finding id.
@@ -204,8 +198,7 @@ class Deviation:
 
     @classmethod
     def from_config(cls, c) -> Deviation:
-        _keys(c, {"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps", "size",
-                  "kind", "intermittent", "check", "gate", "torch"}, "a deviation")
+        keys.check(c, keys.DEVIATION, "a deviation")
         if c.get("torch"):
             _release_set(str(c.torch))  # an unreadable range is the suite file's error, named now
         return cls(finding=str(c.finding), reason=" ".join(str(c.reason).split()), impl=_glob(c.get("impl")),
@@ -233,8 +226,7 @@ class ErrorInput:
 
     @classmethod
     def from_config(cls, c) -> ErrorInput:
-        _keys(c, {"desc", "options", "params", "raises", "match", "at", "grad", "meta"},
-              f"error input {c.get('desc')!r}")
+        keys.check(c, keys.ERROR_INPUT, f"error input {c.get('desc')!r}")
         return cls(desc=str(c.desc), options=plain(c.get("options", {})) or {}, params=str(c.get("params", "default")),
                    raises=str(c.get("raises", "ValueError")), match=str(c.get("match", "")),
                    at=str(c.get("at", "construct")), grad=str(c.get("grad", "dense")),
@@ -339,9 +331,12 @@ class Suite:
         from optbench.implementations.candidate_spec import CandidateSpec
         from optbench.perf.roofline import declared_cost
 
+        keys.check(cfg, keys.SUITE, f"suite {cfg.get('name')!r}")
+        keys.check(cfg.get("one_step") or {}, keys.ONE_STEP, "one_step")
         for h in cfg.hparams:
-            _keys(h, {"name", "options", "groups", "dtypes", "workload", "impls", "note", "schedule"},
-                  f"hparam set {h.get('name')!r}")
+            keys.check(h, keys.HPARAM_SET, f"hparam set {h.get('name')!r}")
+            for g in h.get("groups") or ():
+                keys.check(g, keys.GROUP, f"hparam set {h.get('name')!r}: a group")
         hparams = tuple(
             HparamSet(
                 name=str(h.name),
