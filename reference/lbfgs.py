@@ -119,6 +119,10 @@ def step(x: np.ndarray, objective, state: dict, hp: dict):
     history_size, line_search_fn = hp["history_size"], hp["line_search_fn"]
     if line_search_fn not in (None, "strong_wolfe"):
         raise RuntimeError("only 'strong_wolfe' is supported")
+    sign = -1.0 if hp.get("maximize") else 1.0  # maximize (torch >= 2.14): minimize -f, gradient -g
+    if sign < 0:
+        maximized = objective
+        objective = lambda v: tuple(-a for a in maximized(v))  # noqa: E731
     state = dict(state)
     for key in ("old_dirs", "old_stps", "ro", "al"):
         if key in state:
@@ -128,7 +132,7 @@ def step(x: np.ndarray, objective, state: dict, hp: dict):
     loss, current_evals = orig_loss, 1
     state["func_evals"] += 1
     if _amax(flat_grad) <= tolerance_grad:
-        return x, state, orig_loss
+        return x, state, sign * orig_loss
 
     d, t = state.get("d"), state.get("t")
     prev_flat_grad, prev_loss = state.get("prev_flat_grad"), state.get("prev_loss")
@@ -182,4 +186,4 @@ def step(x: np.ndarray, objective, state: dict, hp: dict):
 
     state.update(d=d, t=float(t), prev_flat_grad=prev_flat_grad, prev_loss=float(prev_loss))
     state["H_diag"] = float(state["H_diag"])
-    return x, state, orig_loss
+    return x, state, sign * orig_loss  # the closure's own loss, as torch returns it

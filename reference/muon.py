@@ -38,6 +38,8 @@ def _adjust_lr(lr: float, adjust_lr_fn, shape) -> float:
         return lr * math.sqrt(max(1.0, rows / cols))
     if adjust_lr_fn == "match_rms_adamw":
         return lr * 0.2 * math.sqrt(max(rows, cols))
+    if adjust_lr_fn == "spectral_unclamped":  # torch >= 2.14: Bernstein's sqrt(fan_out / fan_in), not clamped at 1
+        return lr * math.sqrt(rows / cols)
     return lr
 
 

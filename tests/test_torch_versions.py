@@ -43,3 +43,26 @@ def test_a_torch_without_an_optimizer_lists_it_and_leaves_its_suite_out_of_meta_
     names = [s.name for s in resolve(_load(suite_files()["all"]).suite)]
     assert "muon" not in names and "adamw" in names
     assert "leaves out muon" in capsys.readouterr().err
+
+
+def test_an_hparam_set_for_a_later_torch_runs_there_only_and_is_listed_here(monkeypatch):
+    """LBFGS takes maximize and Muon spectral_unclamped from torch 2.14: their sets run on 2.14 and later only."""
+    here = {s: {h.name for h in Suite.from_config(_load(suite_files()[s])).hparams} for s in ("lbfgs", "muon")}
+    later_torch = torch.__version__ >= "2.14"
+    assert ("maximize" in here["lbfgs"]) == later_torch and ("spectral_unclamped" in here["muon"]) == later_torch
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    lbfgs = Suite.from_config(_load(suite_files()["lbfgs"]))
+    assert "maximize" not in {h.name for h in lbfgs.hparams}
+    assert [h.name for h in lbfgs.hparams_elsewhere] == ["maximize"]
+    assert "hparam set maximize (torch>=2.14)" in describe().split("\n  lbfgs ")[1].splitlines()[0]
+    monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
+    assert "maximize" in {h.name for h in Suite.from_config(_load(suite_files()["lbfgs"])).hparams}
+
+
+def test_a_suite_whose_every_hparam_set_is_for_another_torch_is_refused():
+    cfg = OmegaConf.create({"name": "x", "optimizer": "SGD", "reference": "sgd", "dtypes": ["float32"],
+                            "hparams": [{"name": "later", "torch": ">=99", "options": {}}]})
+    with pytest.raises(ValueError, match="no hparam set runs on torch"):
+        Suite.from_config(cfg)
+    with pytest.raises(ValueError, match="is not a version range"):
+        Suite.from_config(OmegaConf.merge(cfg, {"hparams": [{"name": "a", "torch": "soon", "options": {}}]}))

@@ -29,6 +29,7 @@ def describe() -> str:
             continue
         findings = sorted({d.finding for d in suite.deviations})
         elsewhere = sorted({f"{d.finding} (torch{d.torch})" for d in suite.deviations_elsewhere})
+        elsewhere += [f"hparam set {h.name} (torch{h.torch})" for h in suite.hparams_elsewhere]
         lines.append(f"  {suite.name:<11} {suite.optimizer:<11} dtypes {','.join(suite.dtypes)}; "
                      f"{len(suite.hparams)} hparam sets"
                      + (f"; declared findings {','.join(findings)}" if findings else "")

@@ -8,7 +8,7 @@ SUITE = frozenset({
     "workload_sizes", "reference_options", "update_precision", "one_step", "deviations", "error_inputs", "variants",
     "implementations", "candidate_named", "describes", "error_param_meta", "candidates", "roofline", "nearest",
 })
-HPARAM_SET = frozenset({"name", "options", "groups", "dtypes", "workload", "impls", "note", "schedule"})
+HPARAM_SET = frozenset({"name", "options", "groups", "dtypes", "workload", "impls", "note", "schedule", "torch"})
 GROUP = frozenset({"match", "options"})
 ONE_STEP = frozenset({"skip_dtypes", "note"})
 ERROR_INPUT = frozenset({"desc", "options", "params", "raises", "match", "at", "grad", "meta"})

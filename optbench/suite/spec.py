@@ -56,6 +56,13 @@ class HparamSet:
     impls: tuple[str, ...] | None = None  # None: every implementation; else only these (see ``note``)
     note: str = ""  # why, when the set is limited to some dtypes or implementations
     schedule: dict | None = None  # an lr scheduler stepped after every step (optbench.suite.schedules)
+    torch: str = ""  # the torch releases it runs on (a PEP 440 range; "": every release)
+
+    def applies_to_torch(self, version: str | None = None) -> bool:
+        """Whether this set runs on torch ``version`` (default: the one installed)."""
+        if not self.torch:
+            return True
+        return Version(version or torch.__version__).release[:3] in _release_set(self.torch)
 
     def group_options(self) -> list[dict]:
         """Options of each param group (YAML form); group 0 holds everything unmatched."""
@@ -112,6 +119,21 @@ class _Releases:
 
     def __contains__(self, release: tuple) -> bool:
         return self.spec.contains(".".join(map(str, release)), prereleases=True)
+
+
+def _torch_range(spec) -> str:
+    """A ``torch:`` range, checked now (an unreadable one is the suite file's error); "" for none."""
+    if not spec:
+        return ""
+    _release_set(str(spec))
+    return str(spec)
+
+
+def _roundtrip_set(name, hparams: tuple, elsewhere: tuple) -> str:
+    """``roundtrip_hparams``, or the first set; one whose torch: range leaves it out here falls back to the first."""
+    if not name or str(name) in {h.name for h in elsewhere}:
+        return hparams[0].name
+    return str(name)
 
 
 def _release_set(spec: str) -> _Releases:
@@ -261,6 +283,7 @@ class Suite:
     nearest: str | None = None  # a candidate-only suite: the torch.optim class its speed is set against
     # declared for other torch versions (``torch:`` ranges that exclude this one): not applied, judged plainly
     deviations_elsewhere: tuple = ()
+    hparams_elsewhere: tuple = ()  # hparam sets whose torch: range leaves out the installed torch
 
     def candidate_spec(self, dotted_path: str):
         """The suite's adapter for the class ``dotted_path`` (``candidates:``), or None."""
@@ -347,9 +370,15 @@ class Suite:
                 impls=tuple(h.impls) if h.get("impls") else None,
                 note=" ".join(str(h.get("note", "")).split()),
                 schedule=validate_schedule(plain(h.schedule)) if h.get("schedule") else None,
+                torch=_torch_range(h.get("torch")),
             )
             for h in cfg.hparams
         )
+        hparams_elsewhere = tuple(h for h in hparams if not h.applies_to_torch())
+        hparams = tuple(h for h in hparams if h.applies_to_torch())
+        if not hparams:
+            raise ValueError(f"suite {cfg.name}: no hparam set runs on torch {torch.__version__} (each has a torch: "
+                             "range that leaves it out)")
         declared = [Deviation.from_config(d) for d in cfg.get("deviations", [])]
         return cls(
             name=str(cfg.name),
@@ -357,7 +386,8 @@ class Suite:
             reference_name=str(cfg.reference),
             dtypes=tuple(cfg.dtypes),
             hparams=hparams,
-            roundtrip_hparams=str(cfg.get("roundtrip_hparams") or hparams[0].name),
+            hparams_elsewhere=hparams_elsewhere,
+            roundtrip_hparams=_roundtrip_set(cfg.get("roundtrip_hparams"), hparams, hparams_elsewhere),
             workload=str(cfg.get("workload", "transformer")),
             params=str(cfg.get("params", "all")),
             workload_sizes=plain(cfg.get("workload_sizes", {})) or {},
