@@ -7,7 +7,8 @@ written without cancellation (curvature a + b at 0, about a for |x| >> delta, so
 go stale along the path) and one rank-one coupling across all parameters (flat order matters). Every
 term is >= 0 and vanishes only at x = 0, the minimizer: floats keep their relative precision all the way
 in, so float32 and float64 runs take the same branches. Constants are dyadic (exact in float64/32/16 and
-bfloat16). ``value_and_grad`` is the float64 oracle (analytic gradient); ``torch_loss`` is the same
+bfloat16). ``sign=-1`` negates it (concave, maximized at 0: the workload of ``maximize=True``).
+``value_and_grad`` is the float64 oracle (analytic gradient); ``torch_loss`` is the same
 formula in torch ops in the parameters' dtype (autograd gives the gradient).
 """
 
@@ -36,6 +37,7 @@ class Objective:
     w: dict[str, np.ndarray]
     gamma: float = GAMMA
     delta: float = DELTA
+    sign: float = 1.0  # -1: the negated loss, concave, maximized at 0 (for maximize=True)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)  # constants as tensors per (dtype, device)
 
     def value_and_grad(self, params: dict[str, np.ndarray]) -> tuple[float, dict[str, np.ndarray]]:
@@ -48,6 +50,8 @@ class Objective:
             root = np.sqrt(1.0 + (xn / self.delta) ** 2)
             value += float(np.sum(0.5 * a * xn * xn + b * xn * xn / (1.0 + root)))
             grads[n] = a * xn + b * xn / root + (self.gamma * s) * self.w[n]
+        if self.sign < 0:
+            return -value, {n: -g for n, g in grads.items()}
         return value, grads
 
     def torch_loss(self, params: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -64,10 +68,11 @@ class Objective:
             s = s + (w * x).sum()
             root = torch.sqrt(1.0 + (x / self.delta) ** 2)
             value = value + (0.5 * a * x * x + b * x * x / (1.0 + root)).sum()
-        return value + 0.5 * self.gamma * s * s
+        loss = value + 0.5 * self.gamma * s * s
+        return -loss if self.sign < 0 else loss
 
 
-def make_objective(seed: int, shapes: dict[str, tuple[int, ...]], frozen=()) -> Objective:
+def make_objective(seed: int, shapes: dict[str, tuple[int, ...]], frozen=(), sign: float = 1.0) -> Objective:
     """Seeded constants for parameters ``shapes`` (name -> shape, in group order): a and b uniform in
     [1/4, 1] and w ~ N(0, 1) / 2^k with 2^k ~ sqrt(total numel), rounded to multiples of 1/16 (of 2^-k).
     Names in ``frozen`` (parameters that never train) get a = b = w = 0: they add nothing, so the loss
@@ -83,7 +88,7 @@ def make_objective(seed: int, shapes: dict[str, tuple[int, ...]], frozen=()) -> 
         w[n] = np.asarray(w_scale * _dyadic(rng.standard_normal(shape)))
         if n in frozen:
             a[n], b[n], w[n] = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-    return Objective(tuple(shapes), a, b, w, GAMMA, DELTA)
+    return Objective(tuple(shapes), a, b, w, GAMMA, DELTA, sign)
 
 
 __all__ = ["Objective", "make_objective"]
