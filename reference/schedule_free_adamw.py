@@ -21,6 +21,9 @@ after release 1.4.1) the gradient in u_t is replaced by m_t / (1 - mu**t), m_t =
 Options and defaults (AdamWScheduleFree): lr=0.0025, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
 warmup_steps=0, r=0.0, weight_lr_power=2.0, inner_momentum=0.0 (read with ``hp.get``), foreach (ignored);
 exp_avg_sq_eps=0 (pytorch-optimizer's 1e-15: added to the corrected second moment inside the square root).
+Conventions of heavyball's SFAdamW (defaults off): debiased_state (exp_avg_sq holds v_t / (1 - beta2**t), advanced as
+v_hat += (g**2 - v_hat) (1 - beta2) / (1 - beta2**t)), eps_clamp (denominator max(sqrt(v_hat), eps) instead of
+sqrt(v_hat) + eps) and warmup_plus_one (gamma_t = lr * min(1, t / (warmup_steps + 1))).
 
 State: ``z``, ``exp_avg_sq`` (and ``exp_avg`` with inner_momentum), as the package keys them; ``step`` (t, the
 group's ``k`` after the step) as np.float64; ``weight_sum`` (W) and ``lr_max`` as private Python floats.
@@ -65,6 +68,8 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
     inner_momentum = hp.get("inner_momentum", 0.0)
 
     def scheduled(t: float) -> float:
+        if hp.get("warmup_plus_one", False):
+            return lr * min(1.0, t / (warmup_steps + 1))
         return lr * (t / warmup_steps if t <= warmup_steps else 1.0)
 
     # the package counts k, lr_max and the weight sum per group, every step() call: where the harness gives that
@@ -81,8 +86,14 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
     c = weight / weight_sum if weight_sum != 0 else 0.0
 
     y, z = param, state["z"]
-    exp_avg_sq = state["exp_avg_sq"] * beta2 + (1.0 - beta2) * grad * grad
-    denom = np.sqrt(exp_avg_sq / (1.0 - beta2**t) + hp.get("exp_avg_sq_eps", 0.0)) + eps
+    if hp.get("debiased_state", False):  # v_hat kept: the correction is inside the state
+        exp_avg_sq = state["exp_avg_sq"] + (grad * grad - state["exp_avg_sq"]) * ((1.0 - beta2) / (1.0 - beta2**t))
+        v_hat = exp_avg_sq
+    else:
+        exp_avg_sq = state["exp_avg_sq"] * beta2 + (1.0 - beta2) * grad * grad
+        v_hat = exp_avg_sq / (1.0 - beta2**t)
+    root = np.sqrt(v_hat + hp.get("exp_avg_sq_eps", 0.0))
+    denom = np.maximum(root, eps) if hp.get("eps_clamp", False) else root + eps
     new_state = {"step": np.float64(t), "exp_avg_sq": np.asarray(exp_avg_sq)}
     numerator = grad
     if inner_momentum != 0:
