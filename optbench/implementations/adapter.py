@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 
@@ -12,6 +13,14 @@ from optbench.suite.hyperparameters import takes
 from .graphed import GraphedStep
 
 ParamGroups = list[dict]  # torch param groups whose "params" are (name, tensor) pairs
+
+
+@lru_cache(maxsize=None)
+def dynamo_disables(optimizer_class: type) -> bool:
+    """Whether torch._dynamo refuses to trace the class's step (LBFGS, SparseAdam): its one-time setup, run by the
+    first torch.compile of a process, wraps those steps in torch.compiler.disable."""
+    torch.compile(lambda x: x)  # builds nothing until called; runs the setup
+    return bool(getattr(optimizer_class.step, "_torchdynamo_disable", False))
 
 
 @dataclass
@@ -98,6 +107,10 @@ class Implementation:
     def available(self, device: torch.device, dtype: torch.dtype) -> str | None:
         if self.is_candidate:
             return None
+        if self.compiled and dynamo_disables(self.optimizer_class):
+            return (f"torch.compile does not compile {self.optimizer_class.__name__}.step: torch._dynamo disables it "
+                    "(it runs eagerly; before dynamo's setup the first build in a process was traced, later ones "
+                    "not, so a compiled variant would be two implementations)")
         if self.needs_cuda and device.type != "cuda":
             what = "a CUDA graph captures the step" if self.graphed else "torch steps capturable=True only on CUDA"
             return f"needs CUDA: {what} (device is {device.type})"
