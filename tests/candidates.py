@@ -245,3 +245,46 @@ class NAdamLookalike(torch.optim.Optimizer):
 
 class NAdamSubclass(torch.optim.NAdam):
     """torch's NAdam by inheritance: torch's declared deviations cover it."""
+
+
+class KwargsAdamW(torch.optim.AdamW):
+    """Takes **kwargs but refuses any it does not know (as heavyball's constructors do)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, **kwargs):
+        if kwargs:
+            raise TypeError(f"unknown keyword arguments: {sorted(kwargs)}")
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+class ConsumingAdamW(torch.optim.AdamW):
+    """Sets p.grad to None after stepping (heavyball's consume_grad=True default)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = super().step(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+        return loss
+
+
+class BookkeepingSGD(torch.optim.SGD):
+    """Keeps a private default and group key its state_dict drops, and a step count in each group (heavyball)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr=lr)
+        self.defaults["_private"] = 1
+        for g in self.param_groups:
+            g["_private"] = 1
+
+    def step(self, closure=None):
+        for g in self.param_groups:
+            g["step_count"] = g.get("step_count", 0) + 1
+        return super().step(closure)
+
+    def state_dict(self):
+        saved = super().state_dict()
+        for g in saved["param_groups"]:
+            for k in [k for k in g if k.startswith("_")]:
+                del g[k]
+        return saved

@@ -66,11 +66,17 @@ def stepped_once(case: Case, ctx: RunContext):
         if not isinstance(workload, speed_workloads.SpeedWorkload):
             set_gradients(params, workload, 0)
         step = stepper.step
+    had = [n for n, p in params.items() if p.grad is not None]
     started = time.perf_counter()
     step()
     if ctx.device.type == "cuda":
         torch.cuda.synchronize(ctx.device)
-    return stepper, params, step, time.perf_counter() - started
+    first_s = time.perf_counter() - started
+    if lost := [n for n in had if params[n].grad is None]:  # every later timed step would step nothing
+        raise RuntimeError(f"the step set .grad to None on {len(lost)} of {len(had)} parameters (e.g. {lost[0]}): "
+                           "a timed step would step nothing; keep the gradients (a candidate spec's fixed: can pass "
+                           "the library's option, e.g. heavyball's consume_grad: false)")
+    return stepper, params, step, first_s
 
 
 @dataclass

@@ -156,12 +156,14 @@ def check_same_optimizer(optimizer, saved_groups: list[dict]) -> None:
     """Refuse another optimizer class's param groups. A saved group is foreign when it has hyperparameters the
     optimizer neither takes (its ``defaults``) nor holds in its groups, AND lacks ones its ``defaults`` has that
     every torch version had. Either alone is not: an LR scheduler adds keys (initial_lr), an older torch's
-    checkpoint lacks a newer flag (``NEWER_GROUP_FLAGS``)."""
+    checkpoint lacks a newer flag (``NEWER_GROUP_FLAGS``). A private default (a leading ``_``) is never counted as
+    lacking: a library's state_dict may drop them."""
     defaults = set(optimizer.defaults)
     known = defaults | {k for g in optimizer.param_groups for k in g}
     for i, group in enumerate(saved_groups):
         extra = sorted(k for k in group if k not in known and k not in _GROUP_IDS)
-        lacking = sorted(defaults - set(group) - NEWER_GROUP_FLAGS)
+        lacking = sorted(k for k in defaults - set(group) - NEWER_GROUP_FLAGS
+                         if not str(k).startswith("_"))  # a private key (heavyball's state_dict drops them)
         if extra and lacking:
             raise StateDictNameError(f"the state_dict is another optimizer's, not {type(optimizer).__name__}'s: its "
                                      f"param group {i} has {', '.join(extra)}, which {type(optimizer).__name__} does "
