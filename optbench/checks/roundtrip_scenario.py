@@ -18,7 +18,7 @@ from optbench.cases import Case, RunContext
 from optbench.checks.parity import update_eps
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.trajectory import as_array, objective_closure, set_gradients, snapshot
-from optbench.state.by_name import StateDictNameError, group_state, load_state_dict_by_name, name_aware
+from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
 from optbench.state.formats import optimizer_from_dict
 from optbench.state.positional import positional
 from optbench.state.scenarios import IMPLEMENTATION_CHAIN, Layout, Scenario
@@ -74,7 +74,7 @@ class Session:
         groups that keep the saved groups' own state (a per-group step counter goes on counting for them)."""
         params = {n: p for n, p in self.materialize(dtype, device).items() if n in names}
         stepper = self.build(impl, Layout(), params)
-        carried = {k: v for k, v in group_state(stepper.optimizer, saved_groups).items() if v is not None}
+        carried = {k: v for k, v in group_state(stepper.optimizer, saved_groups).items() if v is not DISAGREE}
         for group in stepper.optimizer.param_groups:
             group.update(copy.deepcopy(carried))
         self.advance(stepper, params, range(self.save_at, self.workload.steps))

@@ -42,7 +42,8 @@ def group_state(optimizer, groups: list[dict]) -> dict:
     """The state ``groups`` (saved param groups) keep as a group's, not as options: keys the optimizer's
     constructor does not take (pytorch-optimizer's per-group ``step``, schedulefree's ``k`` and ``weight_sum``, an
     LR scheduler's ``initial_lr``), each with the value every group holding it agrees on. A key the groups disagree
-    on maps to ``None``: there is no one value for a parameter moved between them to continue from."""
+    on maps to ``DISAGREE``: there is no one value for a parameter moved between them to continue from (a value of
+    None is a value: heavyball keeps ``step: None`` in its groups)."""
     taken = _constructor_arguments(type(optimizer))
     out: dict = {}
     for group in groups:
@@ -51,9 +52,12 @@ def group_state(optimizer, groups: list[dict]) -> dict:
                 continue
             if key not in out:
                 out[key] = copy.deepcopy(value)
-            elif out[key] is not None and not _same(out[key], value):
-                out[key] = None
+            elif out[key] is not DISAGREE and not _same(out[key], value):
+                out[key] = DISAGREE
     return out
+
+
+DISAGREE = object()  # group_state's value for a key the saved groups disagree on
 
 
 def _constructor_arguments(cls: type) -> set[str]:
@@ -124,7 +128,7 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
         group = {k: copy.deepcopy(v) for k, v in template.items() if k not in ("params", "param_names")}
         if not resumed and sources:  # the group's own state (a step counter) follows its parameters
             for key, value in group_state(optimizer, [saved_groups[s] for s in sources]).items():
-                if value is None:
+                if value is DISAGREE:
                     raise StateDictNameError(
                         f"param group {gi} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) takes "
                         f"parameters from saved groups whose {key!r} differ: there is no one value to continue from")
