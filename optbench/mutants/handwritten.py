@@ -11,15 +11,20 @@ def scalar(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+def evaluated(closure):
+    """The closure's loss, evaluated with gradients on (torch's step prologue); None without a closure."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class FromScratchStep(torch.optim.Optimizer):
     """The step of a mutant written from scratch (an algorithm torch lacks): the closure, then ``_step_groups``."""
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluated(closure)
         self._step_groups()
         return loss
 
@@ -39,10 +44,7 @@ class HandWrittenStep:
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluated(closure)
         for group in self.param_groups:
             pending = []
             for param in group["params"]:

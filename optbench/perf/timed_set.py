@@ -91,9 +91,9 @@ class TimedSet:
 
     def baseline(self, case: Case) -> str | None:
         """The implementation ``case`` is set against on its workload: the for-loop, else a torch.optim baseline."""
-        names = [k[0] for k in self.rounds.timings if k[1] == case.workload and k[0] != case.impl_name]
         if case.impl_name == FORLOOP or case.impl_name.startswith("torch.optim."):
             return None
+        names = [k[0] for k in self.rounds.timings if k[1] == case.workload and k[0] != case.impl_name]
         return next((n for n in names if n == FORLOOP), None) or next(
             (n for n in names if n.startswith("torch.optim.")), None)
 
