@@ -8,6 +8,8 @@ os.environ.setdefault("OPTBENCH_HISTORY_DIR", "")
 # cases in the test's own process (jobs=0): a worker process costs seconds to start, and isolation, parallelism and
 # resume have their own tests (tests/test_isolation.py), which pass jobs= themselves
 os.environ.setdefault("OPTBENCH_JOBS", "0")
+# reports without their PNG plots (about 0.7 s a run): the tests that look at plots pass report.plots=true
+os.environ.setdefault("OPTBENCH_PLOTS", "false")
 
 
 # Modules whose tests run whole optbench processes for 5-25 s each: collected first, so pytest-xdist hands them out

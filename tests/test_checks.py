@@ -60,10 +60,14 @@ def test_an_optimizer_that_accepts_invalid_input_fails_the_error_inputs():
 
 def test_report_renders_the_parity_matrix(tmp_path):
     assert main(["run", "suite=adamax", "impl=[for-loop,foreach]", "dtype=[float64,bfloat16]", "steps=4",
-                 "checks=[parity,cross]", f"out_dir={tmp_path}"]) == 0
+                 "checks=[parity,cross]", "report.plots=true", f"out_dir={tmp_path}"]) == 0
     meta, rows = load_results(tmp_path / "results.json")
     report = render_report(meta, rows, tmp_path / "again").read_text()
     assert "## Parity matrix" in report and "| adamax | default |" in report
     assert (tmp_path / "again" / "parity_matrix.png").stat().st_size > 1000
     record = json.loads((tmp_path / "results.json").read_text())
     assert record["suites"] == ["adamax"] and record["wall_s"] > 0
+    record["config"]["report"]["plots"] = False  # tables only: the same matrix, no PNG (a stale one removed)
+    report = render_report(record, rows, tmp_path / "again").read_text()
+    assert "| adamax | default |" in report and "![" not in report
+    assert not list((tmp_path / "again").glob("*.png"))

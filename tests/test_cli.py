@@ -49,6 +49,7 @@ def failing(tmp_path):
     (["run", "suite=adam", "checks=[parity,speling]"], "unknown check(s) speling"),
     (["run", "suite=adam", "options={lr: 0.1, amsgrd: true}"], "Adam takes no amsgrd"),
     (["run", "suite=adam", "options=3"], "options= must be a mapping"),
+    (["run", "suite=adam", "report.plots=maybe"], "report.plots=maybe: need true or false"),
     (["run", "suite=all", "candidate=torch.optim.Adam"], "need a single-optimizer suite"),
     (["run", "--config-dir", "/nonexistent", "suite=lion"], "no such directory"),
     (["frobnicate"], "unknown command 'frobnicate'"),
@@ -189,6 +190,7 @@ def test_installed_console_script_end_to_end(tmp_path):
         [exe, "run", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]", "steps=8", "options={momentum: 0.9}",
          "speed.params=1e5", "speed.min_run_time=0.01", "speed.min_rounds=3", "speed.edge_cases=[]", f"out_dir={out}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "OPTBENCH_PLOTS"},  # as a user runs it: with plots
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads((out / "results.json").read_text())

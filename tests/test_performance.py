@@ -185,7 +185,7 @@ def test_scaling_check_sweeps_sizes_and_counts_and_skips_what_does_not_fit(tmp_p
     out = tmp_path / "scale"
     assert main(["run", "suite=adam", "dtype=float32", "impl=[for-loop,fused]", "checks=[scaling]", *FAST,
                  "scaling.params=[1e3,1e4]", "scaling.tensor_counts=[2,32]", "scaling.tensors_params=4096",
-                 f"out_dir={out}"]) == 0
+                 "report.plots=true", f"out_dir={out}"]) == 0
     rows = rows_of(out)
     timed = {(r["impl"], r["workload"]) for r in rows if r["check"] == "scaling" and r["metric"] == "roofline.pct"}
     assert timed == {(i, w) for i in ("for-loop", "fused")

@@ -43,6 +43,7 @@ from optbench.engine.selection import (
     resolve_jobs,
     resolve_max_failures,
     resolve_options,
+    resolve_report,
     resolve_steps,
     resolve_timing,
 )
@@ -97,6 +98,7 @@ class SuiteRun:
         self.cfg, self.echo, self.config_dirs = cfg, echo, [str(d) for d in config_dirs]
         self.steps, self.seed = resolve_steps(cfg)
         resolve_timing(cfg)
+        resolve_report(cfg)
         self.jobs, self.case_timeout_s = resolve_jobs(cfg), resolve_case_timeout(cfg)
         self.max_failures = resolve_max_failures(cfg)
         suites = resolve(cfg.suite, config_dirs)

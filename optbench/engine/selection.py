@@ -254,6 +254,13 @@ def resolve_timing(cfg: DictConfig) -> None:
     _number(cfg, "scaling.memory_fraction", 1e-6, 1.0)
 
 
+def resolve_report(cfg: DictConfig) -> None:
+    """``report.plots``: true or false (``OPTBENCH_PLOTS`` in the environment sets its default)."""
+    value = OmegaConf.select(cfg, "report.plots", default=True)
+    if not isinstance(value, bool):
+        raise UsageError(f"report.plots={value}: need true or false (OPTBENCH_PLOTS sets the default)")
+
+
 DEFAULT_CASE_TIMEOUT_S = 900
 
 

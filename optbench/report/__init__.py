@@ -35,7 +35,8 @@ def candidate_section(candidate: dict) -> list[str]:
 
 
 def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
-    """Write ``out_dir/report.md`` and its PNG plots; return the report's path."""
+    """Write ``out_dir/report.md`` and, unless the run said ``report.plots=false``, its PNG plots; return the
+    report's path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = normalize(rows)
@@ -53,11 +54,17 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
              "## Configuration", tables.markdown(tables.config_table(meta, rows))]
     if candidate := meta.get("candidate"):
         parts += candidate_section(candidate)
-    if matrix.heatmap(rows, out_dir / "parity_matrix.png"):
+    plotting = (cfg.get("report") or {}).get("plots", True) is not False
+    if not plotting:
+        for stale in ("parity_matrix.png", "step_time.png", "error_vs_step.png", "scaling.png"):
+            (out_dir / stale).unlink(missing_ok=True)
+    if not matrix.cells(rows).empty:
         parts += ["## Parity matrix", "Worst error in units of the dtype's eps over every step, FQN and tensor "
                   "no declared deviation covers. `FAIL`: past tolerance; `xfail`: a declared upstream deviation "
                   "(see the deviations table and docs/findings.md); `n/a`: the implementation does not take that "
-                  "hparam set; `ERR`: it raised.", matrix.markdown(rows), "![parity matrix](parity_matrix.png)"]
+                  "hparam set; `ERR`: it raised.", matrix.markdown(rows)]
+        if plotting and matrix.heatmap(rows, out_dir / "parity_matrix.png"):
+            parts += ["![parity matrix](parity_matrix.png)"]
     sections = [("Parity cases", tables.parity(rows)), ("State precision (the dtype each tensor was kept in)",
                                                         tables.precision(rows)),
                 ("Worst tensors (failing cases, top 5)", tables.worst(rows)),
@@ -79,7 +86,7 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
     images = [f"![{alt}]({name})" for alt, name, plot, data in (
         ("step time", "step_time.png", plots.step_time, wide),
         ("error vs step", "error_vs_step.png", plots.error_vs_step, rows),
-        ("scaling", "scaling.png", performance.scaling_plot, rows)) if plot(data, out_dir / name)]
+        ("scaling", "scaling.png", performance.scaling_plot, rows)) if plotting and plot(data, out_dir / name)]
     if images:
         parts += ["## Plots", *images]
     report = out_dir / "report.md"
