@@ -11,7 +11,7 @@ import pytest
 
 from optbench.cli import main
 from optbench.engine.mutants import detecting
-from optbench.mutants import CAUGHT_BY, CONTROLS, EXISTS_AT, MUTANTS, STEPS
+from optbench.mutants import CAUGHT_BY, CONTROLS, EXISTS_AT, MUTANTS, SHOWS_BY, STEPS
 from tests.conftest import QUICK_TIMING
 
 REPO = Path(__file__).parents[1]
@@ -80,12 +80,13 @@ def test_correct_candidates_pass(control, tmp_path):
 def test_mutants_are_caught_through_candidate(mutant, tmp_path):
     """Every deliberately wrong optimizer fails its suite at float32 (or the one dtype its bug exists at) and
     exits 1, caught by the one check that must catch it (parity unless the catalogue says otherwise), run alone and
-    stopped at its first failing case (max_failures=1). (Detection at every dtype, bfloat16 and float16 included, is
-    ``optbench mutants``.)"""
+    stopped at its first failing case (max_failures=1), over as many steps as its bug needs to show (SHOWS_BY).
+    (Detection at every dtype, bfloat16 and float16 included, is ``optbench mutants``.)"""
     suite, check = MUTANTS[mutant], CAUGHT_BY.get(mutant, "parity")
     dtype = "float32" if "float32" in EXISTS_AT.get(mutant, ("float32",)) else EXISTS_AT[mutant][0]
     code = run(tmp_path, f"suite={suite}", f"candidate=optbench.mutants.{mutant}", "impl=[candidate]",
-               f"dtype={dtype}", f"checks=[{check}]", f"steps={STEPS.get(suite, 25)}", "max_failures=1")
+               f"dtype={dtype}", f"checks=[{check}]", f"steps={SHOWS_BY.get(mutant, STEPS.get(suite, 8))}",
+               "max_failures=1")
     assert code == 1, f"{mutant} slipped through"
     caught = detecting(rows(tmp_path))
     assert any(c == check or c.startswith(check + "/") for c in caught), f"{mutant}: caught by {caught}, not {check}"

@@ -3,7 +3,8 @@
 One module per optimizer; each holds hand-written optimizers that subclass the torch optimizer they
 imitate (so they take exactly its constructor arguments) and carry exactly one bug, named in their
 one-line docstring, plus ``MUTANTS`` (class -> suite where it must FAIL) and ``CONTROLS`` (class ->
-suite where it must PASS), and optionally ``EXISTS_AT`` (class -> the dtypes its bug can exist at).
+suite where it must PASS), and optionally ``EXISTS_AT`` (class -> the dtypes its bug can exist at),
+``CAUGHT_BY`` (class -> the check that must catch it) and ``SHOWS_BY`` (class -> the steps before it shows).
 Run one as ``candidate=optbench.mutants.<module>.<Class>``. The catalogue below is discovered from the
 modules, not listed by hand.
 """
@@ -17,6 +18,8 @@ MUTANTS: dict[str, str] = {}  # "module.Class" -> suite
 CONTROLS: dict[str, str] = {}
 EXISTS_AT: dict[str, tuple[str, ...]] = {}  # "module.Class" -> the dtypes its bug can exist at (default: all)
 CAUGHT_BY: dict[str, str] = {}  # "module.Class" -> the check that must catch it (default: parity)
+SHOWS_BY: dict[str, int] = {}  # "module.Class" -> steps a run needs before its bug shows (default: the suite's
+# STEPS, else 8: most bugs show at the first step, every other one by the third)
 STEPS = {"lbfgs": 8, "muon": 10, "lion": 8, "adan": 8, "lamb": 8, "schedule_free_adamw": 8, "hf_adafactor": 8}
 # steps per run (default 25, which reaches AdamW's bug from step 21); LBFGS (up to 20 updates a step) and Muon
 # mutants show from their first steps, and their steps cost the most; those of the algorithms torch lacks show
@@ -34,3 +37,4 @@ for _info in pkgutil.iter_modules(__path__):
         _catalogue.update({f"{_info.name}.{cls}": suite for cls, suite in _found.items()})
     EXISTS_AT.update({f"{_info.name}.{cls}": tuple(d) for cls, d in getattr(_module, "EXISTS_AT", {}).items()})
     CAUGHT_BY.update({f"{_info.name}.{cls}": check for cls, check in getattr(_module, "CAUGHT_BY", {}).items()})
+    SHOWS_BY.update({f"{_info.name}.{cls}": int(n) for cls, n in getattr(_module, "SHOWS_BY", {}).items()})

@@ -174,3 +174,4 @@ CONTROLS: dict[str, str] = {"CorrectAdamW": "adamw"}
 EXISTS_AT = {"LowPrecisionStateAdamW": ("float64",)}
 # Its steps are torch's: only a state_dict round-trip can see it.
 CAUGHT_BY = {"SwappedStateDictAdamW": "roundtrip"}
+SHOWS_BY = {"LateBugAdamW": 25}  # its bug starts at step 21

@@ -85,3 +85,4 @@ MUTANTS: dict[str, str] = {
     "NoMaxClampRprop": "rprop",
 }
 CONTROLS: dict[str, str] = {"CorrectRprop": "rprop"}
+SHOWS_BY = {"NoMaxClampRprop": 10}  # its step sizes need some steps of one sign to grow past step_size_max
