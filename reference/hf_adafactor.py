@@ -33,6 +33,8 @@ Where the sources are silent or differ (this reference follows transformers):
 * lr is ignored when relative_step (both libraries refuse lr with relative_step); relative_step=False needs
   lr. Empty tensors: RMS = 0/0 = NaN and an empty axis' mean is NaN (both libraries do the same); the NaN
   only reaches state (RMS, and exp_avg_sq_col of a (0, m) parameter), never a parameter element.
+* ``group_step`` (off by default): t is the param group's count of step() calls (``hp["iteration"]`` where the
+  harness gives it), advanced whether or not this tensor had a gradient; pytorch-optimizer's AdaFactor.
 * ``decisions``: the clip max(1, RMS(U)/clip_threshold) and the scale max(eps2, RMS(X)). The rho min is not
   one: t is an exact integer and both branches are Python doubles, equal where they cross.
 """
@@ -74,9 +76,16 @@ def _step_size(t: float, param_rms: float, hp: dict) -> float:
     return rho
 
 
+def _t(state: dict, hp: dict) -> float:
+    """This step's t: the tensor's own count, or with ``group_step`` its group's count of step() calls."""
+    if hp.get("group_step", False) and "iteration" in hp:
+        return float(hp["iteration"])
+    return float(state["step"]) + 1.0
+
+
 def _normalized(grad: np.ndarray, state: dict, hp: dict) -> tuple[np.ndarray, dict]:
     """U = G / sqrt(V_hat) before clipping, and the new second-moment state."""
-    t = float(state["step"]) + 1.0
+    t = _t(state, hp)
     beta2t = 1.0 - t ** hp.get("decay_rate", -0.8)
     s = grad * grad + hp["eps"][0]
     with np.errstate(invalid="ignore", divide="ignore"):  # means over an empty axis: NaN
@@ -90,7 +99,7 @@ def _normalized(grad: np.ndarray, state: dict, hp: dict) -> tuple[np.ndarray, di
 
 
 def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[np.ndarray, dict]:
-    t = float(state["step"]) + 1.0
+    t = _t(state, hp)
     param_rms = _rms(param)
     alpha = _step_size(t, param_rms, hp)
     u, new_state = _normalized(grad, state, hp)

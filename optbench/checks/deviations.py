@@ -100,7 +100,8 @@ class DeviationsCheck:
         if DTYPES[case.dtype].is_complex:
             alone = complexify(alone, ctx.seed)
         try:
-            traj = run_trajectory(case.impl, case.hset, suite.reference, suite.defaults(case.impl.optimizer_class),
+            defaults = suite.defaults(case.impl.optimizer_class, case.impl.spec)
+            traj = run_trajectory(case.impl, case.hset, suite.reference, defaults,
                                   alone, DTYPES[case.dtype], ctx.device,
                                   reference_options=case.impl.reference_options(suite.reference_options))
             ok = bool((traj.errors.err_eps <= traj.errors.tol).all())

@@ -96,7 +96,7 @@ class _Run:
         self.case, self.suite, self.device = case, case.suite, ctx.device
         self.workload = ctx.workload(case.suite, case.hset, DTYPE, steps=max(steps), purpose="differentiable")
         self.names = pick(self.workload, case.hset, limit)
-        self.defaults = case.suite.defaults(case.impl.optimizer_class)
+        self.defaults = case.suite.defaults(case.impl.optimizer_class, case.impl.spec)
         rng = np.random.default_rng(ctx.seed)
         self.x = {"grad": [self.workload.grads[0][n] for n in self.names],
                   "lr": [np.float64(complete(case.hset.options, self.defaults).get("lr", 0.0))],

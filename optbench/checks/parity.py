@@ -154,7 +154,8 @@ class ParityCheck:
         declared = suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name)
         raising = [d for d in declared if d.whole_case]
         try:
-            traj = run_trajectory(case.impl, case.hset, suite.reference, suite.defaults(case.impl.optimizer_class),
+            defaults = suite.defaults(case.impl.optimizer_class, case.impl.spec)
+            traj = run_trajectory(case.impl, case.hset, suite.reference, defaults,
                                   workload, DTYPES[case.dtype], ctx.device,
                                   reference_options=case.impl.reference_options(suite.reference_options),
                                   keep_snapshots=True, one_step=one_step(ctx, suite, case.dtype),

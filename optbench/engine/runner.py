@@ -119,7 +119,8 @@ class SuiteRun:
         meta_info = {"machine": machine_info(self.device) if probe_machine else {},
                      "config": OmegaConf.to_container(cfg, resolve=True), "suites": [s.name for s in self.suites]}
         if candidate is not None:
-            meta_info["candidate"] = candidate_meta(candidate, self.suites[0].defaults(candidate.optimizer_class))
+            defaults = self.suites[0].defaults(candidate.optimizer_class, candidate.spec)
+            meta_info["candidate"] = candidate_meta(candidate, defaults)
         self.results = Results(Path(out_dir), meta_info)
         self._plan = None
         self._group = None

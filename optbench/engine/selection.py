@@ -175,7 +175,7 @@ def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:
     the class they describe (auto), always (all: it reproduces torch's departures on purpose) or never (none)."""
     try:
         spec = candidate_spec(str(cfg.candidate), suite)
-        candidate = candidate_implementation(spec, suite.defaults(load_optimizer_class(spec.cls)),
+        candidate = candidate_implementation(spec, suite.defaults(load_optimizer_class(spec.cls), spec),
                                              _mapping(cfg, "candidate_kwargs"))
     except (CandidateError, CandidateSpecError) as exc:
         raise UsageError(str(exc)) from None

@@ -74,8 +74,8 @@ class Implementation:
 
     def options_not_taken(self, options) -> list[str]:
         """The reference's options (names) this implementation's constructor does not take, renames applied."""
-        spelled = self.spec.argument if self.spec is not None else str
-        return sorted(o for o in options if not takes(self.optimizer_class, spelled(o)))
+        spelled = self.spec.arguments if self.spec is not None else (lambda o: [str(o)])
+        return sorted(o for o in options if not all(takes(self.optimizer_class, a) for a in spelled(o)))
 
     @property
     def skipped_state(self) -> frozenset[str]:
@@ -89,6 +89,8 @@ class Implementation:
         if self.spec is not None:
             groups = [self.spec.renamed(g) for g in groups]  # "params" is never renamed
         kwargs = {**self.base_kwargs, **self.spelled(options or {}), **self.extra_kwargs, **self.flags}
+        if self.spec is not None:
+            kwargs = self.spec.resolved(kwargs, groups)  # param.dtype: the parameters' own
         if "parameters_names" not in kwargs and takes(self.optimizer_class, "parameters_names", through_kwargs=False):
             named = all(isinstance(p, tuple) for g in groups for p in g["params"])
             if named:  # icefall's ScaledAdam: the names per group, List[List[str]], beside the named params

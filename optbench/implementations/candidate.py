@@ -52,17 +52,18 @@ def defaults_table(impl: Implementation, reference_defaults: dict) -> list[dict]
     rows = []
     for option, value in reference_defaults.items():
         argument = spec.argument(option)
-        taken = takes(impl.optimizer_class, argument, through_kwargs=False)
+        taken = all(takes(impl.optimizer_class, a, through_kwargs=False) for a in spec.arguments(option))
         rows.append({"option": option, "argument": argument if taken else "", "reference": value,
-                     "candidate": own.get(argument, "(no default)") if taken else "(not taken)",
-                     "built": impl.base_kwargs.get(argument, "") if taken else ""})
+                     "candidate": spec.value_in(option, own, "(no default)") if taken else "(not taken)",
+                     "built": spec.value_in(option, impl.base_kwargs, "") if taken else ""})
     mapped = set(spec.renamed(reference_defaults))
     for argument, value in own.items():
         if argument not in mapped:
             rows.append({"option": "", "argument": argument, "reference": "(not an option of the reference)",
                          "candidate": value, "built": spec.fixed.get(argument, value)})
     for row in rows:
-        own_default = row["argument"] in own and row["option"] != ""  # a required argument has none to differ
+        placeholder = isinstance(row["candidate"], str) and row["candidate"] in ("(no default)", "(not taken)")
+        own_default = row["option"] != "" and not placeholder  # a required argument has none to differ
         row["differs"] = own_default and not _same(row["candidate"], row["reference"])
     return rows
 

@@ -1,24 +1,28 @@
-"""A candidate's adapter, written in YAML: how an optimizer from another library departs from the suite's
-conventions without departing from its algorithm (docs/candidates.md, "Adapting a candidate").
+"""A candidate's adapter, written in YAML: how an optimizer from another library departs from the suite's conventions
+without departing from its algorithm (docs/candidates.md, "Adapting a candidate").
 
 A spec is a file named on the command line (``candidate=specs/lion_pytorch.yaml``, its ``class:`` naming the
-optimizer) or an entry of a suite file's ``candidates:`` list, used whenever ``candidate=`` names its class. It
-says which constructor argument spells each of the reference's options (``rename``), what the constructor
-always gets (``fixed``: never over a hyperparameter set's own value), which of the reference's options model its
-fixed conventions (``conventions``: a class constant, a documented variant; given to the reference only), which
-methods prepare it to step (``prepare``: schedulefree's ``train()``), how the optimizer's state reads as the
-reference's (``state``: a key map, keys to leave out, where ``step`` lives, a decoder for nested layouts) and how
-it rejects invalid input (``rejects``, ``error_inputs``). Without a spec a candidate is taken as written, still
-built with the reference's value of every option its constructor names.
+optimizer) or an entry of a suite file's ``candidates:`` list, used whenever ``candidate=`` names its class. It says
+which constructor argument spells each of the reference's options (``rename``: one argument; a list, over which a
+sequence-valued option is spread, ``eps: [eps1, eps2]``; or ``betas[0]``, a position in a tuple argument whose other
+positions ``fixed`` gives), what the constructor always gets (``fixed``: never over a hyperparameter set's own
+value; a string ``torch.float32`` is that dtype, ``param.dtype`` the parameters' dtype at each build), which of the
+reference's options model its fixed conventions (``conventions``: a class constant, a documented variant; given to
+the reference only), which methods prepare it to step (``prepare``: schedulefree's ``train()``), how the optimizer's
+state reads as the reference's (``state``: a key map, keys to leave out, where ``step`` lives, a decoder for nested
+layouts) and how it rejects invalid input (``rejects``, ``error_inputs``). Without a spec a candidate is taken as
+written, still built with the reference's value of every option its constructor names.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from omegaconf import OmegaConf
 
 from optbench.implementations.dotted import import_dotted
@@ -29,6 +33,8 @@ KEYS = {"class", "rename", "fixed", "conventions", "prepare", "state", "rejects"
 STATE_KEYS = {"keys", "ignore", "step", "decode"}
 STEP_PLACES = ("param", "group", "none")  # "group:<key>" too: the count under another name in each param group
 DECODERS = ("flat", "nested")  # or the dotted path of a function: state -> flat dict
+PARAM_DTYPE = "param.dtype"  # a ``fixed`` value: the dtype of the parameters the optimizer is built on
+POSITION = re.compile(r"^([A-Za-z_]\w*)\[(\d+)\]$")  # rename: betas[0], a position in a tuple argument
 
 
 class CandidateSpecError(ValueError):
@@ -74,12 +80,69 @@ class CandidateSpec:
         return frozenset(self.ignore) | ({"step"} if self.step == "none" else set())
 
     def argument(self, option: str) -> str:
-        """The candidate's constructor argument for the reference's ``option``."""
-        return self.rename.get(option, option)
+        """How the candidate's constructor spells the reference's ``option``, as text (``eps1, eps2``, ``betas[0]``)."""
+        target = self.rename.get(option, option)
+        return ", ".join(target) if isinstance(target, list) else target
+
+    def arguments(self, option: str) -> list[str]:
+        """The constructor arguments the reference's ``option`` goes into (a position's tuple argument by name)."""
+        target = self.rename.get(option, option)
+        return [POSITION.sub(r"\1", t) for t in (target if isinstance(target, list) else [target])]
+
+    def value_in(self, option: str, arguments: Mapping, missing=None):
+        """The reference's ``option`` read back from constructor ``arguments`` (a tuple for a spread, one position
+        of a tuple argument), ``missing`` where an argument is absent."""
+        target = self.rename.get(option, option)
+        if isinstance(target, list):
+            return tuple(arguments.get(t, missing) for t in target) if all(t in arguments for t in target) else missing
+        if match := POSITION.match(target):
+            whole = arguments.get(match.group(1), missing)
+            index = int(match.group(2))
+            return whole[index] if isinstance(whole, (list, tuple)) and index < len(whole) else missing
+        return arguments.get(target, missing)
+
+    def resolved(self, kwargs: Mapping, groups: list[dict]) -> dict:
+        """Constructor arguments with ``param.dtype`` (a ``fixed`` value) replaced by the parameters' dtype."""
+        if PARAM_DTYPE not in [v for v in kwargs.values() if isinstance(v, str)]:
+            return dict(kwargs)
+        listed = [g["params"].values() if isinstance(g["params"], Mapping) else g["params"] for g in groups]
+        tensors = [p[1] if isinstance(p, tuple) else p for params in listed for p in params]
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+        dtype = tensors[0].dtype if tensors else torch.get_default_dtype()
+        return {k: dtype if isinstance(v, str) and v == PARAM_DTYPE else v for k, v in kwargs.items()}
+
+    def as_reference(self, arguments: Mapping) -> dict:
+        """Constructor ``arguments`` (with ``fixed`` over them) as the reference's options: each renamed option read
+        back from its arguments, which it replaces; the rest as they are."""
+        built, missing = {**arguments, **self.fixed}, object()
+        out = dict(arguments)
+        for option in self.rename:
+            value = self.value_in(option, built, missing)
+            for name in self.arguments(option):
+                out.pop(name, None)
+            if value is not missing:
+                out[option] = value
+        return out
 
     def renamed(self, options: Mapping) -> dict:
-        """Options as the candidate's constructor spells them."""
-        return {self.argument(k): v for k, v in options.items()}
+        """Options as the candidate's constructor spells them: spread over several arguments, or set into a
+        position of a tuple argument whose other positions come from ``fixed``."""
+        out = {}
+        for option, value in options.items():
+            target = self.rename.get(option, option)
+            if isinstance(target, list):
+                if not isinstance(value, (list, tuple)) or len(value) != len(target):
+                    raise ValueError(f"{self.source}: rename: {option}={value!r} spreads over {len(target)} "
+                                     f"arguments ({', '.join(target)}): need a sequence of {len(target)}")
+                out.update(zip(target, value))
+            elif match := POSITION.match(target):
+                name, index = match.group(1), int(match.group(2))
+                values = list(out.get(name, self.fixed[name]))
+                values[index] = value
+                out[name] = tuple(values)
+            else:
+                out[target] = value
+        return out
 
     def error_input_applies(self, desc: str) -> bool:
         return self.error_inputs is None or any(fnmatch.fnmatchcase(desc, g) for g in self.error_inputs)
@@ -115,8 +178,21 @@ class CandidateSpec:
         for key in ("rename", "fixed", "conventions"):
             if not isinstance(mapping.get(key) or {}, Mapping):
                 raise CandidateSpecError(f"{source}: {key} must be a mapping")
-        if "params" in (mapping.get("rename") or {}) or "params" in (mapping.get("rename") or {}).values():
-            raise CandidateSpecError(f"{source}: rename: params is the parameters, never an option to rename")
+        rename = {str(k): [str(t) for t in v] if isinstance(v, (list, tuple)) else str(v)
+                  for k, v in (mapping.get("rename") or {}).items()}
+        fixed = {str(k): _dtype_or_value(v) for k, v in (mapping.get("fixed") or {}).items()}
+        for option, target in rename.items():
+            names = [POSITION.sub(r"\1", t) for t in (target if isinstance(target, list) else [target])]
+            if "params" in (option, *names):
+                raise CandidateSpecError(f"{source}: rename: params is the parameters, never an option to rename")
+            if isinstance(target, list) and (not target or any(POSITION.match(t) for t in target)):
+                raise CandidateSpecError(f"{source}: rename: {option}: a list spreads a sequence over plain "
+                                         f"arguments, e.g. [eps1, eps2]")
+            if isinstance(target, str) and (match := POSITION.match(target)):
+                name, index = match.group(1), int(match.group(2))
+                if not isinstance(fixed.get(name), (list, tuple)) or index >= len(fixed[name]):
+                    raise CandidateSpecError(f"{source}: rename: {option}: {target} needs fixed: {name} (the whole "
+                                             f"tuple, its other positions; at least {index + 1} long)")
         step = str(state.get("step", "param"))
         if step not in STEP_PLACES and not step.startswith("group:"):
             raise CandidateSpecError(f"{source}: state.step={step}: one of {', '.join(STEP_PLACES)} or group:<key>")
@@ -124,9 +200,8 @@ class CandidateSpec:
         if decode not in DECODERS and "." not in decode:
             raise CandidateSpecError(f"{source}: state.decode={decode}: flat, nested or a function's dotted path")
         inputs = mapping.get("error_inputs", "all")
-        return cls(cls=str(mapping["class"]), source=source, rename={str(k): str(v) for k, v in
-                                                                      (mapping.get("rename") or {}).items()},
-                   fixed=dict(mapping.get("fixed") or {}), conventions=dict(mapping.get("conventions") or {}),
+        return cls(cls=str(mapping["class"]), source=source, rename=rename,
+                   fixed=fixed, conventions=dict(mapping.get("conventions") or {}),
                    prepare=tuple(str(m) for m in _listed(mapping.get("prepare"))),
                    state_keys={str(k): str(v) for k, v in (state.get("keys") or {}).items()},
                    ignore=tuple(str(k) for k in state.get("ignore") or ()), step=step, decode=decode,
@@ -134,6 +209,14 @@ class CandidateSpec:
                    error_inputs=None if inputs == "all" else () if inputs in ("none", None) else
                    tuple(str(g) for g in ([inputs] if isinstance(inputs, str) else inputs)),
                    note=" ".join(str(mapping.get("note", "")).split()))
+
+
+def _dtype_or_value(value):
+    """A ``fixed`` value: ``torch.float32`` (a string naming a torch dtype) is that dtype, anything else itself."""
+    if isinstance(value, str) and value.startswith("torch.") and isinstance(getattr(torch, value[6:], None),
+                                                                             torch.dtype):
+        return getattr(torch, value[6:])
+    return value
 
 
 def load_spec_file(path: Path) -> CandidateSpec:

@@ -305,10 +305,14 @@ class Suite:
 
         return optimizer_class(self.optimizer) if self.optimizer else None
 
-    def defaults(self, fallback_class: type | None = None) -> dict:
-        """The constructor defaults the reference completes hparam sets from."""
-        cls = self.optimizer_class() or fallback_class
-        return constructor_defaults(cls) if cls is not None else {}
+    def defaults(self, fallback_class: type | None = None, spec=None) -> dict:
+        """The constructor defaults the reference completes hparam sets from: the suite's optimizer's, or in a suite
+        without one ``fallback_class``'s (the candidate's), read back through its spec's renames (``spec``:
+        ``eps1``, ``eps2`` as the reference's ``eps``)."""
+        own = self.optimizer_class()
+        cls = own or fallback_class
+        found = constructor_defaults(cls) if cls is not None else {}
+        return spec.as_reference(found) if own is None and spec is not None else found
 
     def workload_of(self, hset: HparamSet) -> str:
         return hset.workload or self.workload
