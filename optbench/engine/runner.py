@@ -254,21 +254,36 @@ class SuiteRun:
                 raise MaxFailuresReached(self._failed)
 
     def _dispatch(self, parallel: list[Unit], timing: list[Unit]) -> None:
+        repeats = int(self.cfg.speed.get("repeats") or 1)
+        repeated = [u for u in timing if repeats > 1 and self.plan()[u.items[0]][0].name == "speed"]
+        timing = [u for u in timing if u not in repeated]
         if self.jobs == 0:  # in this process, no isolation: a crash or exit in the code under test ends the run
             for unit in parallel + timing:
                 for index, mode, rows, line in self.run_unit(unit.requests()):
                     if mode == "run":
                         self._record(index, rows, line)
+            self._repeat(repeated, repeats, None)
             return
         init = {"op": "init", "cfg": self.results.meta["config"], "config_dirs": self.config_dirs,
                 "out_dir": str(self.results.out_dir), "sys_path": list(sys.path)}
-        pool = Pool(self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
-                    self._record, self.plan_fingerprint())
+        pool = self._pool(init, self._record)
         try:
             pool.run(longest_first(parallel, self.plan()))
             pool.run(timing, jobs=1)  # timing alone: no other worker runs a case meanwhile
         finally:
             pool.close()
+        self._repeat(repeated, repeats, init)
+
+    def _pool(self, init: dict, record, jobs: int | None = None) -> Pool:
+        return Pool(jobs or self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
+                    record, self.plan_fingerprint())
+
+    def _repeat(self, units: list[Unit], repeats: int, init: dict | None) -> None:
+        """The speed units ``repeats`` times (optbench.perf.repeats.run_repeated); each case recorded once."""
+        if units:
+            from optbench.perf.repeats import run_repeated
+
+            run_repeated(self, units, repeats, init)
 
     def start(self) -> None:
         """Before the first case: torch's warnings quietened, the clock started, what runs said."""

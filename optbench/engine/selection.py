@@ -238,6 +238,8 @@ def resolve_timing(cfg: DictConfig) -> None:
 
     _number(cfg, "speed.params", 1)
     _int(cfg, "speed.min_rounds", 1)
+    if OmegaConf.select(cfg, "speed.repeats") is not None:
+        _int(cfg, "speed.repeats", 1)
     for key in ("speed.min_run_time", "speed.max_run_time", "speed.probe_run_time"):
         _number(cfg, key, 1e-6)
     if OmegaConf.select(cfg, "speed.threads") is not None:

@@ -5,7 +5,7 @@ A timing case is a (suite, impl, dtype, hparams, device, workload, check) of che
 ``scaling``; its samples are its ``time.round_ms`` rows (one mean step time per timing round) and its
 median its ``time.step_ms`` row (the median of the samples where that row is missing).
 
-* **ratio**: new median / baseline median.
+* **ratio**: new median / baseline median (between processes: the ratio of the repeats' geometric means).
 * **p**: two-sided Mann-Whitney U test on the two sets of samples (``scipy.stats.mannwhitneyu``).
 * **interval**: a percentile bootstrap of the ratio of medians (``scipy.stats.bootstrap``, resampling
   each side's rounds, 2000 resamples, a fixed seed: two calls give the same interval). Where the rounds
@@ -14,6 +14,12 @@ median its ``time.step_ms`` row (the median of the samples where that row is mis
 * **verdict** (asv's rule): ``slower``/``faster`` only when p < alpha *and* the ratio is beyond
   1 +- threshold; else ``same``; ``n/a`` (with the reason) when a side has fewer than 5 samples,
   too few for any two-sided U test to reach p < 0.01.
+* **between processes**: where both runs timed the case in at least two process-level repeats
+  (``speed.repeats``, optbench.perf.repeats), the samples are the repeats' medians, not the rounds: p is Welch's
+  t-test on their logarithms (``scipy.stats.ttest_ind``, unequal variances) and the interval its confidence
+  interval, exponentiated. Rounds within one process cannot see what differs between two processes (where
+  the tensors were allocated: a few percent, for good), so a comparison on rounds alone calls that a change; the
+  note says so.
 
 A verdict key (the case plus metric, fqn, tensor) whose rows include ``fail`` or ``error`` in the new
 table but not in the baseline (where it passed, was a declared deviation, or was absent) is a **new
@@ -29,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from optbench.metrics import TIME_ROUND_MS, TIME_STEP_MS, TIME_UNSTABLE
+from optbench.metrics import TIME_REPEAT_MS, TIME_ROUND_MS, TIME_STEP_MS, TIME_UNSTABLE
 from optbench.results import CASE_KEY, FAILING
 
 TIMING_CHECKS = ("speed", "scaling")
@@ -86,33 +92,59 @@ def samples(rows: pd.DataFrame) -> dict[tuple, np.ndarray]:
             .groupby(CASE, sort=False)}
 
 
+def repeat_medians(rows: pd.DataFrame) -> dict[tuple, np.ndarray]:
+    """Each timing case's process-level repeats (``time.repeat_ms``), in repeat order; finite positive values."""
+    sel = rows[rows["check"].isin(TIMING_CHECKS) & (rows["metric"] == TIME_REPEAT_MS)]
+    sel = sel[np.isfinite(sel["value"]) & (sel["value"] > 0)]
+    return {key: g["value"].to_numpy(float) for key, g in sel.groupby(CASE, sort=False)}
+
+
+def between_processes(base: np.ndarray, new: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """Welch's t-test on the log of each run's repeat medians: (p, interval low, interval high) for the ratio."""
+    if np.ptp(np.log(base)) == 0 and np.ptp(np.log(new)) == 0:  # no spread on either side: only the ratio is known
+        ratio = float(np.median(new) / np.median(base))
+        return (0.0 if ratio != 1 else 1.0), ratio, ratio
+    test = stats.ttest_ind(np.log(new), np.log(base), equal_var=False)
+    interval = test.confidence_interval(confidence)
+    return float(test.pvalue), float(np.exp(interval.low)), float(np.exp(interval.high))
+
+
 def medians(rows: pd.DataFrame) -> dict[tuple, float]:
     """Each timing case's recorded median step time (ms)."""
     sel = rows[rows["check"].isin(TIMING_CHECKS) & (rows["metric"] == TIME_STEP_MS) & np.isfinite(rows["value"])]
     return {tuple(r[:-1]): r[-1] for r in sel.drop_duplicates(CASE)[CASE + ["value"]].itertuples(index=False)}
 
 
-def compare_case(base: np.ndarray, new: np.ndarray, base_ms: float, new_ms: float, rule: Rule) -> dict:
-    """The ratio, interval, p-value and verdict for one case present in both runs."""
+def compare_case(base: np.ndarray, new: np.ndarray, base_ms: float, new_ms: float, rule: Rule,
+                 repeats: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """The ratio, interval, p-value and verdict for one case present in both runs; ``repeats``: each run's
+    process-level repeat medians, tested between processes where both have two or more."""
     base_ms = base_ms if math.isfinite(base_ms) else float(np.median(base)) if len(base) else math.nan
     new_ms = new_ms if math.isfinite(new_ms) else float(np.median(new)) if len(new) else math.nan
     out = dict(base_ms=base_ms, new_ms=new_ms, ratio=new_ms / base_ms if base_ms > 0 else math.nan,
                ci_low=math.nan, ci_high=math.nan, p=math.nan, verdict="n/a", note="")
-    short = [f"{side} has {len(s)} rounds" if len(s) else f"no round samples in {side}"
-             for side, s in (("baseline", base), ("new", new)) if len(s) < MIN_SAMPLES]
-    if short:
-        return out | {"note": "; ".join(short) + f" (need {MIN_SAMPLES})"}
-    out["ci_low"], out["ci_high"] = ratio_interval(base, new, rule.confidence)
-    out["p"] = float(stats.mannwhitneyu(new, base, alternative="two-sided").pvalue)
+    notes = []
+    if repeats is not None and min(len(repeats[0]), len(repeats[1])) >= 2:
+        out["p"], out["ci_low"], out["ci_high"] = between_processes(*repeats, rule.confidence)
+        out["ratio"] = float(np.exp(np.log(repeats[1]).mean() - np.log(repeats[0]).mean()))  # the tested one
+        method = f"between processes: {len(repeats[0])} vs {len(repeats[1])} repeats (Welch t on log medians)"
+    else:
+        short = [f"{side} has {len(s)} rounds" if len(s) else f"no round samples in {side}"
+                 for side, s in (("baseline", base), ("new", new)) if len(s) < MIN_SAMPLES]
+        if short:
+            return out | {"note": "; ".join(short) + f" (need {MIN_SAMPLES})"}
+        out["ci_low"], out["ci_high"] = ratio_interval(base, new, rule.confidence)
+        out["p"] = float(stats.mannwhitneyu(new, base, alternative="two-sided").pvalue)
+        method = ("rounds of one process per run: a difference between processes reads as a change "
+                  "(speed.repeats=3 tests between processes)")
     significant, beyond = out["p"] < rule.alpha, abs(out["ratio"] - 1) > rule.threshold
     out["verdict"] = ("slower" if out["ratio"] > 1 else "faster") if significant and beyond else "same"
-    notes = []
     if significant != beyond:
         notes.append(f"significant, within {rule.threshold:.0%}" if significant
                      else f"p >= {rule.alpha:g}: not significant")
-    if not out["ci_low"] <= out["ratio"] <= out["ci_high"]:
+    if not out["ci_low"] <= out["ratio"] <= out["ci_high"] and method.startswith("rounds"):
         notes.append("medians' ratio outside the CI: rounds not one shifted distribution (unstable timing?)")
-    return out | {"note": "; ".join(notes)}
+    return out | {"note": "; ".join(notes + [method])}
 
 
 def unstable(rows: pd.DataFrame) -> dict[tuple, str]:
@@ -125,6 +157,7 @@ def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) 
     """One row per timing case of either table, flagged ones first, biggest changes first. A case timed on a busy
     machine in either run is never called slower or faster: "n/a", saying why."""
     b_samples, n_samples, b_med, n_med = samples(base), samples(new), medians(base), medians(new)
+    b_rep, n_rep = repeat_medians(base), repeat_medians(new)
     busy = {k: f"baseline {v}" for k, v in unstable(base).items()} | {
         k: f"new run {v}" for k, v in unstable(new).items()}
     b_cases = list(dict.fromkeys([*b_med, *b_samples]))
@@ -134,7 +167,7 @@ def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) 
         empty = np.array([])
         if key in b_cases and key in n_cases:
             res = compare_case(b_samples.get(key, empty), n_samples.get(key, empty), b_med.get(key, math.nan),
-                               n_med.get(key, math.nan), rule)
+                               n_med.get(key, math.nan), rule, (b_rep.get(key, empty), n_rep.get(key, empty)))
             if key in busy:
                 res |= {"verdict": "n/a", "note": f"{busy[key]}: not compared"}
         else:

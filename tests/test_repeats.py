@@ -1,0 +1,88 @@
+"""Process-level repeats (speed.repeats): a case's repeats merged into one outcome, run in fresh worker processes,
+and optbench compare testing between processes where both runs have them."""
+
+import json
+
+import numpy as np
+import pytest
+
+from optbench.cli import main
+from optbench.perf import compare
+from optbench.perf.repeats import merge
+from optbench.results import row
+from tests.conftest import QUICK_TIMING
+from tests.test_compare import LABELS, rounds, tables, timing
+
+
+def repeat(scale: float, seed: int, n: int = 10, check: str = "speed") -> tuple[list[dict], str]:
+    """One repeat's outcome: its rounds (a 10 ms step times ``scale``), median, a ratio and the unstable flag."""
+    samples = rounds(scale, n=n, noise=0.01, seed=seed)
+    rows = timing(samples, check=check)
+    rows += [row(LABELS, check=check, metric="time.rounds", value=n),
+             row(LABELS, check=check, metric="speed.ratio", value=scale),
+             row(LABELS, check=check, metric="time.unstable", value=int(scale > 1.5),
+                 detail="busy" if scale > 1.5 else "")]
+    return rows, f"  speed foreach: {np.median(samples):.3f} ms/step"
+
+
+def test_repeats_merge_into_one_case_every_round_kept_and_the_median_of_medians():
+    outcomes = [repeat(1.0, 1), repeat(1.1, 2), repeat(0.95, 3)]
+    rows, line = merge(outcomes)
+    by = lambda metric: [r for r in rows if r["metric"] == metric]  # noqa: E731
+    medians = [r["value"] for r in by("time.repeat_ms")]
+    assert [r["step"] for r in by("time.repeat_ms")] == [0, 1, 2]
+    assert medians == [next(r["value"] for r in o[0] if r["metric"] == "time.step_ms") for o in outcomes]
+    assert by("time.step_ms")[0]["value"] == pytest.approx(np.median(medians))
+    assert [r["step"] for r in by("time.round_ms")] == list(range(30))  # every repeat's rounds, numbered on
+    assert by("time.rounds")[0]["value"] == 30 and by("speed.ratio")[0]["value"] == pytest.approx(1.0)
+    cv = by("time.repeat_cv")[0]
+    assert cv["value"] == pytest.approx(np.std(medians, ddof=1) / np.mean(medians))
+    assert "fresh worker process" in cv["detail"] and "3 repeats" in line
+    assert by("time.unstable")[0]["value"] == 0
+    busy = merge([repeat(1.0, 1), repeat(2.0, 2)])[0]  # one busy repeat makes the case unstable
+    assert next(r for r in busy if r["metric"] == "time.unstable")["value"] == 1
+    error = ([row(LABELS, check="speed", metric="case.error", value=1, status="error", detail="boom")], "ERROR")
+    assert merge([repeat(1.0, 1), error, repeat(1.0, 3)]) == error  # a repeat that errored is the outcome
+
+
+def test_speed_repeats_run_in_fresh_workers_and_are_recorded_once(tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]", "checks=[speed]", "jobs=1",
+                 "speed.repeats=2", *QUICK_TIMING, "speed.edge_cases=[]", f"out_dir={out}"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    for impl in ("for-loop", "foreach"):
+        mine = [r for r in rows if r["impl"] == impl]
+        repeats = [r for r in mine if r["metric"] == "time.repeat_ms"]
+        assert [r["step"] for r in repeats] == [0, 1] and "fresh worker process" in repeats[0]["detail"]
+        assert len([r for r in mine if r["metric"] == "time.step_ms"]) == 1
+        assert next(r["value"] for r in mine if r["metric"] == "time.step_ms") == pytest.approx(
+            np.median([r["value"] for r in repeats]))
+    assert main(["run", "suite=sgd", "speed.repeats=0", f"out_dir={tmp_path / 'bad'}"]) == 2
+
+
+def repeats_of(medians, labels=LABELS, seed=0):
+    """One run's rows: each repeat's rounds (tight within the process) and its median."""
+    rows = []
+    for r, m in enumerate(medians):
+        samples = rounds(m / 10.0, n=10, noise=0.005, seed=seed + r)
+        rows += [row(labels, check="speed", metric="time.round_ms", value=v, unit="ms", step=10 * r + i)
+                 for i, v in enumerate(samples)]
+        rows.append(row(labels, check="speed", metric="time.repeat_ms", value=float(np.median(samples)), step=r))
+    all_rounds = [x["value"] for x in rows if x["metric"] == "time.round_ms"]
+    return rows + [row(labels, check="speed", metric="time.step_ms", value=float(np.median(all_rounds)))]
+
+
+def test_compare_tests_between_processes_where_both_runs_repeated(tmp_path):
+    """Rounds are tight within a process, the processes differ by ~6 %: on rounds alone that reads as a change
+    (the A/A false alarm); between processes it is noise. A 25 % slowdown well beyond the noise is flagged."""
+    a, b = [10.0, 10.6, 9.5], [10.5, 9.8, 10.9]
+    result = compare.compare_timings(*tables(tmp_path, repeats_of(a), repeats_of(b, seed=7)))
+    assert result.iloc[0]["verdict"] == "same" and "between processes: 3 vs 3" in result.iloc[0]["note"]
+    one = lambda medians, seed: [r for r in repeats_of(medians, seed=seed) if r["metric"] != "time.repeat_ms"]  # noqa: E731
+    on_rounds = compare.compare_timings(*tables(tmp_path / "rounds", one([10.0], 0), one([10.6], 7)))
+    assert on_rounds.iloc[0]["verdict"] == "slower" and "rounds of one process" in on_rounds.iloc[0]["note"]
+    quiet = [10.0, 10.3, 9.8]  # Welch's test on 3 + 3 repeats has few degrees of freedom: noise of ~2 % here
+    slower = compare.compare_timings(*tables(tmp_path / "slow", repeats_of(quiet), repeats_of([12.5, 12.6, 12.4],
+                                                                                              seed=9)))
+    case = slower.iloc[0]
+    assert case["verdict"] == "slower" and case["ci_low"] > 1.05 and case["p"] < 0.01
