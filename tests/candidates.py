@@ -288,3 +288,30 @@ class BookkeepingSGD(torch.optim.SGD):
             for k in [k for k in g if k.startswith("_")]:
                 del g[k]
         return saved
+
+
+class ExtraTrafficAdamW(torch.optim.AdamW):
+    """torch's AdamW plus, when OPTBENCH_EXTRA_TRAFFIC=f is set (say 0.15), f more memory traffic per step: each
+    stepped parameter's first elements copied to a scratch buffer (a read and a write), as many as make f of the
+    step's seven float streams (p read and written, g read, both moments read and written). The benchmark's
+    injected slowdown (tests/benchmarks/test_cross_run.py); without the variable it is AdamW."""
+
+    STREAMS = 7
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        import os
+
+        loss = super().step(closure)
+        extra = float(os.environ.get("OPTBENCH_EXTRA_TRAFFIC", "0") or 0)
+        if extra > 0:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None or p.numel() == 0:
+                        continue
+                    count = min(p.numel(), round(extra * self.STREAMS / 2 * p.numel()))
+                    state = self.state[p]
+                    if "scratch" not in state or state["scratch"].numel() != count:
+                        state["scratch"] = torch.empty(count, dtype=p.dtype, device=p.device)
+                    state["scratch"].copy_(p.reshape(-1)[:count])
+        return loss

@@ -7,7 +7,9 @@ comparison between two runs meets. Repeats measure it, as asv's ``processes`` an
 A merged case keeps every round (``time.round_ms`` and the probe's ``roofline.floor_round_ms``, renumbered across
 the repeats), the median over the repeats of every per-case statistic (``time.step_ms`` is the median of the
 repeats' medians; a ratio, its interval's bounds, % of roofline alike), the sum of ``time.rounds``, ``time.unstable``
-if any repeat was, and two rows of its own: ``time.repeat_ms`` (each repeat's median, ``step`` its index) and
+when more than half the repeats were timed on a busy machine (one noisy repeat of ten moves a median of medians
+little, and compare's test between processes counts its spread; the detail says how many were), and two rows of
+its own: ``time.repeat_ms`` (each repeat's median, ``step`` its index) and
 ``time.repeat_cv`` (their coefficient of variation: the between-process noise that ``optbench compare`` tests
 against). A repeat that failed or errored is the case's outcome, whatever the others measured.
 """
@@ -21,7 +23,7 @@ from optbench.metrics import TIME_REPEAT_CV, TIME_REPEAT_MS, TIME_ROUNDS, TIME_S
 from optbench.results import FAILING, row
 
 SUMMED = (TIME_ROUNDS,)
-ANY = (TIME_UNSTABLE,)
+MAJORITY = (TIME_UNSTABLE,)
 
 
 def _step_ms(rows: list[dict]) -> float | None:
@@ -49,13 +51,15 @@ def merge(outcomes: list[tuple[list[dict], str]], in_process: bool = False) -> t
         values = np.array([r["value"] for r in rows], dtype=float)
         if key[0] in SUMMED:
             value = float(values.sum())
-        elif key[0] in ANY:
-            value = float(values.max()) if len(values) else 0.0
+        elif key[0] in MAJORITY:
+            value = float(2 * (values > 0).sum() > len(outcomes))
         else:
             value = float(np.median(values)) if np.isfinite(values).all() else float(values[0])
         detail = rows[0]["detail"]
-        if key[0] in ANY:
-            detail = "; ".join(dict.fromkeys(r["detail"] for r in rows if r["detail"]))
+        if key[0] in MAJORITY:
+            busy = [r["detail"] for r in rows if r["value"]]
+            detail = (f"{len(busy)} of {len(outcomes)} repeats {'' if value else 'only '}timed on a busy machine: "
+                      + "; ".join(dict.fromkeys(busy))) if busy else ""
         merged.append(rows[0] | {"value": value, "detail": detail})
     merged = _renumbered(merged)
     labels = {k: first[0][k] for k in ("suite", "impl", "dtype", "hparams", "device", "workload")}

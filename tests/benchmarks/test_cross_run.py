@@ -1,0 +1,89 @@
+"""Comparing two runs that a performance engineer can gate merges on (issue 20), as benchmarks on a quiet machine:
+
+* A/A: the main job's speed cases (suite=adafactor) timed twice with process-level repeats; ``optbench compare``
+  flags at most 1 of them (of 22);
+* an injected slowdown of 15 % more memory traffic per step (tests.candidates.ExtraTrafficAdamW) is flagged
+  slower in at least 9 of 10 trials, and the unchanged step never;
+* consecutive runs' medians of the main workload agree within 10 %.
+
+``pytest -m benchmark tests/benchmarks/test_cross_run.py -p no:xdist -s`` (about 15 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.benchmark
+REPO = Path(__file__).parents[2]
+REPEATS = "speed.repeats=3"
+
+
+def optbench(*args, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optbench", *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, "OPTBENCH_HISTORY_DIR": "", "OPTBENCH_PLOTS": "false",
+                                          **(env or {})})
+
+
+def compared(base: Path, new: Path, out: Path) -> list[dict]:
+    """``optbench compare``'s timing table, one dict per case (from its Markdown --out file's rows)."""
+    optbench("compare", base, new, "--out", out)
+    from optbench.perf import compare
+    from optbench.results import load_run
+
+    return compare.compare_timings(load_run(base)[1], load_run(new)[1]).to_dict("records")
+
+
+def model_medians(out: Path) -> dict:
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    return {(r["impl"], r["dtype"]): r["value"] for r in rows
+            if r["metric"] == "time.step_ms" and r["workload"] == "model"}
+
+
+def test_a_over_a_flags_at_most_one_case_and_consecutive_medians_agree_within_10_percent(tmp_path):
+    runs = [tmp_path / "a1", tmp_path / "a2"]
+    for out in runs:
+        done = optbench("run", "suite=adafactor", "checks=[speed]", REPEATS, f"out_dir={out}")
+        assert done.returncode == 0, done.stderr[-2000:]
+    cases = compared(*runs, tmp_path / "aa.md")
+    flagged = [c for c in cases if c["verdict"] in ("slower", "faster")]
+    for c in cases:
+        print(f"{c['impl']:>10} {c['dtype']:>8} {c['workload']:>13}: {c['ratio']:.3f} "
+              f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}] p={c['p']:.2g} {c['verdict']}")
+    print(f"A/A: {len(flagged)} of {len(cases)} cases flagged")
+    first, second = (model_medians(r) for r in runs)
+    spread = {k: abs(second[k] / first[k] - 1) for k in first}
+    print("consecutive runs, main workload: " + ", ".join(f"{'/'.join(k)} {v:+.1%}" for k, v in spread.items()))
+    assert len(cases) >= 20 and len(flagged) <= 1
+    assert max(spread.values()) <= 0.10
+
+
+def test_fifteen_percent_more_memory_traffic_is_flagged_in_nine_of_ten_trials(tmp_path):
+    """Each trial: the unchanged step, then the step with 15 % more traffic, each run with 10 process-level repeats
+    (on this VM one process's median of the same step differs from another's by about 8 %: 3 repeats leave a
+    15 % change inside the noise). The control: each unchanged run against the next trial's, a minute later."""
+    run = ["suite=adamw", "candidate=tests.candidates.ExtraTrafficAdamW", "impl=[candidate]", "dtype=float32",
+           "checks=[speed]", "speed.edge_cases=[]", "speed.repeats=10", "speed.min_run_time=0.2"]
+    slower, unchanged, bases = 0, 0, []
+    for trial in range(10):
+        base, slow = tmp_path / f"{trial}-base", tmp_path / f"{trial}-slow"
+        for out, extra in ((base, "0"), (slow, "0.15")):
+            done = optbench("run", *run, f"out_dir={out}", env={"OPTBENCH_EXTRA_TRAFFIC": extra})
+            assert done.returncode == 0, done.stderr[-2000:]
+        injected, = compared(base, slow, tmp_path / f"{trial}-slow.md")
+        slower += injected["verdict"] == "slower"
+        line = (f"trial {trial}: +15 % traffic {injected['ratio']:.3f} [{injected['ci_low']:.3f}, "
+                f"{injected['ci_high']:.3f}] p={injected['p']:.2g} {injected['verdict']}")
+        if bases:
+            control, = compared(bases[-1], base, tmp_path / f"{trial}-same.md")
+            unchanged += control["verdict"] == "same"
+            line += f"; unchanged vs the trial before {control['ratio']:.3f} p={control['p']:.2g} {control['verdict']}"
+        bases.append(base)
+        print(line)
+    print(f"flagged slower in {slower} of 10 trials; the unchanged step called the same in {unchanged} of 9")
+    assert slower >= 9 and unchanged >= 8
