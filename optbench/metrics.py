@@ -53,6 +53,7 @@ TIME_ROUNDS = "time.rounds"  # timing rounds measured
 TIME_STEPS_PER_ROUND = "time.steps_per_round"  # steps per timing round
 TIME_ROUND_MS = "time.round_ms"  # one round's mean step time (step: the round's index)
 TIME_REPEAT_MS = "time.repeat_ms"  # one process-level repeat's median step time (step: the repeat's index)
+SPEED_REPEAT_RATIO = "speed.repeat_ratio"  # one repeat's paired speed.ratio (step: the repeat's index)
 TIME_REPEAT_CV = "time.repeat_cv"  # coefficient of variation of the repeats' medians (speed.repeats > 1)
 TIME_UNSTABLE = "time.unstable"  # 1 when the machine was not quiet while timed (detail: why; optbench.perf.noise)
 TIME_CPU_SHARE = "time.cpu_share"  # CPU time the timed process got over the wall time (1: a core to itself)

@@ -11,7 +11,7 @@ from optbench.perf import compare
 from optbench.perf.repeats import merge
 from optbench.results import row
 from tests.conftest import QUICK_TIMING
-from tests.test_compare import LABELS, rounds, tables, timing
+from tests.test_compare import LABELS, MACHINE, rounds, tables, timing
 
 
 def repeat(scale: float, seed: int, n: int = 10, check: str = "speed") -> tuple[list[dict], str]:
@@ -88,3 +88,76 @@ def test_compare_tests_between_processes_where_both_runs_repeated(tmp_path):
                                                                                               seed=9)))
     case = slower.iloc[0]
     assert case["verdict"] == "slower" and case["ci_low"] > 1.05 and case["p"] < 0.01
+
+
+def aa_run(path, scale, seed, sha="abc123", dirty=False):
+    """A run folder: the 10 ms step at ``scale``, tight rounds (as one process times them), a machine with a commit."""
+    from optbench.results import Results
+
+    results = Results(path, {"machine": MACHINE | {"git_sha": sha, "git_dirty": dirty}, "suites": ["adam"],
+                             "config": {"speed": {"params": 4e6}}, "created": f"2026-11-26T07:0{seed}:00"})
+    results.extend(timing(rounds(scale, n=40, noise=0.005, seed=seed)))
+    results.finish()
+    return path
+
+
+def test_calibrate_from_aa_runs_raises_a_cases_threshold_to_its_spread(tmp_path, capsys):
+    """Two A/A runs 8 % apart (drift between runs, which tight rounds cannot see): compare on rounds calls a new run
+    8 % slower a change; with the calibration it is within this machine's A/A spread, and 20 % slower still is."""
+    a, b = aa_run(tmp_path / "a", 1.0, 1), aa_run(tmp_path / "b", 1.08, 2)
+    new, slow = aa_run(tmp_path / "new", 1.08, 3), aa_run(tmp_path / "slow", 1.2, 4)
+    assert main(["calibrate", str(a), str(b), "--out", str(tmp_path / "cal.json")]) == 0
+    assert "largest 8." in capsys.readouterr().out
+    data = json.loads((tmp_path / "cal.json").read_text())
+    assert data["cases"][0]["spread"] == pytest.approx(0.08, abs=0.01) and data["runs"] == 2
+    assert main(["compare", str(a), str(new)]) == 1  # uncalibrated: slower
+    capsys.readouterr()
+    assert main(["compare", str(a), str(new), "--calibration", str(tmp_path / "cal.json")]) == 0
+    assert "A/A spread on this machine" in capsys.readouterr().out
+    assert main(["compare", str(a), str(slow), "--calibration", str(tmp_path / "cal.json")]) == 1
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["compare", str(a), str(new), "--calibration", str(tmp_path / "bad.json")]) == 2
+    assert main(["calibrate", str(a)]) == 2
+    err = capsys.readouterr().err
+    assert "not an optbench calibration file" in err and "name two or more A/A runs" in err
+
+
+def test_calibrate_from_the_history_groups_runs_of_one_clean_commit(tmp_path, capsys):
+    history = tmp_path / "history"
+    for i, (sha, dirty, scale) in enumerate([("abc", False, 1.0), ("abc", False, 1.06), ("abc", True, 1.5),
+                                             ("def", False, 2.0)]):
+        aa_run(tmp_path / f"run{i}", scale, i + 1, sha, dirty)
+        (history / f"{i}.json").parent.mkdir(exist_ok=True)
+        (history / f"{i}.json").write_bytes((tmp_path / f"run{i}" / "results.json").read_bytes())
+    assert main(["calibrate", "--history", str(history), "--out", str(tmp_path / "cal.json")]) == 0
+    data = json.loads((tmp_path / "cal.json").read_text())
+    assert data["groups"] == 1 and data["runs"] == 2  # the dirty run and the lone commit left out
+    assert data["threshold"] == pytest.approx(0.06, abs=0.01)
+    assert main(["calibrate", "--history", str(tmp_path / "none")]) == 2
+
+
+def anchored_run(drift: float, candidate_scale: float, seed: int, labels=LABELS) -> list[dict]:
+    """A run timing a candidate and torch's for-loop in the same rounds, the whole machine ``drift`` slower."""
+    loop = dict(labels, impl="for-loop")
+    shared = rounds(drift, n=30, noise=0.01, seed=seed)  # what moves both in a round
+    own = rounds(1.0, n=30, noise=0.005, seed=seed + 100)
+    rows = timing(shared * own * candidate_scale) + timing(shared, labels=loop)
+    return rows + [row(labels, check="speed", metric="speed.ratio", value=candidate_scale)]
+
+
+def test_compare_through_the_anchor_both_runs_timed_cancels_drift_between_runs(tmp_path, capsys):
+    """The second run on a machine 10 % slower throughout: on its own times the unchanged candidate reads slower;
+    through the for-loop timed in the same rounds it is the same, and 15 % more work in the candidate is flagged."""
+    drifted = compare.compare_timings(*tables(tmp_path / "aa", anchored_run(1.0, 1.0, 1), anchored_run(1.1, 1.0, 2)))
+    candidate = drifted[drifted["impl"] == "foreach"].iloc[0]
+    assert candidate["verdict"] == "same" and candidate["note"].startswith("anchored on for-loop")
+    assert "times alone: 1.1" in candidate["note"]
+    loop = drifted[drifted["impl"] == "for-loop"].iloc[0]
+    assert loop["verdict"] == "slower"  # the anchor itself: its own times, the drift in them
+    alone = compare.compare_timings(*tables(tmp_path / "aa"), compare.Rule(anchored=False))
+    assert alone[alone["impl"] == "foreach"].iloc[0]["verdict"] == "slower"  # the false alarm anchoring removes
+    slower = compare.compare_timings(*tables(tmp_path / "ab", anchored_run(1.0, 1.0, 1), anchored_run(1.1, 1.15, 3)))
+    case = slower[slower["impl"] == "foreach"].iloc[0]
+    assert case["verdict"] == "slower" and case["ratio"] == pytest.approx(1.15, abs=0.02)
+    assert main(["compare", str(tmp_path / "aa" / "a"), str(tmp_path / "aa" / "b"), "--times-alone"]) == 1
+    assert "times alone" not in capsys.readouterr().out

@@ -1,4 +1,5 @@
-"""The ``optbench`` command: ``run`` (Hydra app), ``list``, ``report``, ``coverage``, ``mutants`` and ``compare``.
+"""The ``optbench`` command: ``run`` (Hydra app), ``list``, ``report``, ``coverage``, ``mutants``, ``compare`` and
+``calibrate``.
 
 Hydra has no subcommands, so ``main`` pops the subcommand and, for ``run``, hands the remaining
 arguments to the ``@hydra.main`` app: multirun (``-m``), ``--cfg job``, ``--info`` and
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import sys
 
+from optbench.cli.calibrate import calibrate_command
 from optbench.cli.compare import compare_command
 from optbench.cli.coverage import coverage_command
 from optbench.cli.listing import list_command
@@ -20,7 +22,7 @@ from optbench.cli.resume import resume_command
 from optbench.cli.run import run_command
 from optbench.usage import EXIT_OK, EXIT_USAGE, UsageError, did_you_mean, fail
 
-COMMANDS = ("run", "resume", "list", "report", "coverage", "mutants", "compare", "merge")
+COMMANDS = ("run", "resume", "list", "report", "coverage", "mutants", "compare", "calibrate", "merge")
 USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps=N] [impl=[...]] [checks=[...]]
                     [candidate=pkg.mod.Class] [candidate_kwargs='{...}'] [options='{...}'] [--config-dir DIR] \
 [-m] [--cfg job]
@@ -31,7 +33,9 @@ USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps
        optbench coverage
        optbench mutants [--catalogue optbench.mutants] [--dtype D ...] [--suite S ...] [--jobs N] [--out DIR] \
 [override ...]
-       optbench compare <baseline> <new> [--threshold 0.05] [--alpha 0.01] [--confidence 0.95] [--out FILE.md]
+       optbench compare <baseline> <new> [--threshold 0.05] [--alpha 0.01] [--confidence 0.95] \
+[--calibration FILE] [--out FILE.md]
+       optbench calibrate <A/A run> <A/A run> [...] | --history [DIR]  [--out calibration.json]
        optbench merge <sweep dir>"""
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     handlers = {"run": run_command, "resume": resume_command, "list": list_command, "report": report_command,
                 "coverage": coverage_command,
-                "mutants": mutants_command, "compare": compare_command, "merge": merge_command}
+                "mutants": mutants_command, "compare": compare_command, "calibrate": calibrate_command,
+                "merge": merge_command}
     if command not in handlers:
         return fail(f"unknown command '{command}': {did_you_mean(command, COMMANDS)}")
     try:

@@ -21,6 +21,12 @@ def compare_command(args: list[str]) -> int:
     parser.add_argument("--threshold", type=float, default=0.05, help="smallest change flagged (default 0.05: 5%%)")
     parser.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
     parser.add_argument("--confidence", type=float, default=0.95, help="of the ratio's interval (default 0.95)")
+    parser.add_argument("--calibration", type=Path, default=None,
+                        help="an A/A calibration (optbench calibrate): a case's threshold is then at least its A/A "
+                             "spread on this machine")
+    parser.add_argument("--times-alone", action="store_true",
+                        help="compare each case on its own times, never through the baseline both runs timed with it "
+                             "(the default where the runs share a torch: optbench.perf.anchored)")
     parser.add_argument("--out", type=Path, default=None, help="also write the comparison (Markdown) to this file")
     ns = parser.parse_args(args)
     if not ns.threshold > 0:
@@ -38,7 +44,20 @@ def compare_command(args: list[str]) -> int:
     if differ := compare.timing_config_differences(base_meta, new_meta):
         print(f"optbench: warning: the runs timed different workloads ({differ}); same-named cases are not "
               "like for like", file=sys.stderr)
-    result = compare.compare(base, new, compare.Rule(ns.threshold, ns.alpha, ns.confidence), new_meta.get("run"))
+    calibrated = None
+    if ns.calibration is not None:
+        from optbench.perf import calibration
+
+        try:
+            data = calibration.read(ns.calibration)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if differ := compare.machine_differences({"machine": data.get("machine") or {}}, new_meta):
+            print(f"optbench: warning: the calibration was measured on another machine ({differ})", file=sys.stderr)
+        calibrated = calibration.thresholds(data)
+    same_torch = (base_meta.get("machine") or {}).get("torch") == (new_meta.get("machine") or {}).get("torch")
+    rule = compare.Rule(ns.threshold, ns.alpha, ns.confidence, calibrated, anchored=same_torch and not ns.times_alone)
+    result = compare.compare(base, new, rule, new_meta.get("run"))
     text = render_comparison(result)
     print(text)
     if ns.out:

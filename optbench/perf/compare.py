@@ -29,7 +29,7 @@ failure**; failing in both is **still failing**, reported but not a regression b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -50,11 +50,27 @@ MACHINE_KEYS = ("cpu", "gpu", "torch", "cpu_threads")
 
 @dataclass(frozen=True)
 class Rule:
-    """When a change is flagged: p < alpha and |ratio - 1| > threshold; intervals at ``confidence``."""
+    """When a change is flagged: p < alpha and |ratio - 1| > threshold; intervals at ``confidence``. With an A/A
+    ``calibration`` (optbench.perf.calibration.thresholds: per-case spreads and the largest), a case's threshold is
+    the larger of ``threshold`` and its spread."""
 
     threshold: float = 0.05
     alpha: float = 0.01
     confidence: float = 0.95
+    calibration: tuple | None = None
+    anchored: bool = True  # compare a case through the baseline both runs timed with it (optbench.perf.anchored)
+
+    def for_case(self, key: tuple) -> tuple[Rule, str]:
+        """The rule for one case, and what raised its threshold ("" if nothing did)."""
+        if self.calibration is None:
+            return self, ""
+        cases, overall = self.calibration
+        spread = cases.get(tuple(str(k) for k in key))
+        how = "its A/A spread" if spread is not None else "the calibration's largest A/A spread (case not in it)"
+        spread = overall if spread is None else spread
+        if not math.isfinite(spread) or spread <= self.threshold:
+            return self, ""
+        return replace(self, threshold=spread), f"threshold {spread:.1%}: {how} on this machine"
 
 
 @dataclass(frozen=True)
@@ -116,15 +132,20 @@ def medians(rows: pd.DataFrame) -> dict[tuple, float]:
 
 
 def compare_case(base: np.ndarray, new: np.ndarray, base_ms: float, new_ms: float, rule: Rule,
-                 repeats: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+                 repeats: tuple[np.ndarray, np.ndarray] | None = None, anchored: dict | None = None) -> dict:
     """The ratio, interval, p-value and verdict for one case present in both runs; ``repeats``: each run's
-    process-level repeat medians, tested between processes where both have two or more."""
+    process-level repeat medians, tested between processes where both have two or more; ``anchored``: the
+    comparison through a baseline both runs timed with the case (optbench.perf.anchored), which decides."""
     base_ms = base_ms if math.isfinite(base_ms) else float(np.median(base)) if len(base) else math.nan
     new_ms = new_ms if math.isfinite(new_ms) else float(np.median(new)) if len(new) else math.nan
     out = dict(base_ms=base_ms, new_ms=new_ms, ratio=new_ms / base_ms if base_ms > 0 else math.nan,
                ci_low=math.nan, ci_high=math.nan, p=math.nan, verdict="n/a", note="")
     notes = []
-    if repeats is not None and min(len(repeats[0]), len(repeats[1])) >= 2:
+    if anchored is not None:
+        raw = out["ratio"]
+        out.update({k: anchored[k] for k in ("ratio", "ci_low", "ci_high", "p")})
+        method = f"{anchored['method']} (times alone: {raw:.3f})"
+    elif repeats is not None and min(len(repeats[0]), len(repeats[1])) >= 2:
         out["p"], out["ci_low"], out["ci_high"] = between_processes(*repeats, rule.confidence)
         out["ratio"] = float(np.exp(np.log(repeats[1]).mean() - np.log(repeats[0]).mean()))  # the tested one
         method = f"between processes: {len(repeats[0])} vs {len(repeats[1])} repeats (Welch t on log medians)"
@@ -158,6 +179,9 @@ def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) 
     machine in either run is never called slower or faster: "n/a", saying why."""
     b_samples, n_samples, b_med, n_med = samples(base), samples(new), medians(base), medians(new)
     b_rep, n_rep = repeat_medians(base), repeat_medians(new)
+    from optbench.perf.anchored import Anchors, compare_anchored
+
+    b_anchors, n_anchors = (Anchors(base), Anchors(new)) if rule.anchored else (None, None)
     busy = {k: f"baseline {v}" for k, v in unstable(base).items()} | {
         k: f"new run {v}" for k, v in unstable(new).items()}
     b_cases = list(dict.fromkeys([*b_med, *b_samples]))
@@ -166,8 +190,13 @@ def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) 
     for key in dict.fromkeys(b_cases + n_cases):
         empty = np.array([])
         if key in b_cases and key in n_cases:
+            case_rule, raised = rule.for_case(key)
+            anchored = compare_anchored(key, b_anchors, n_anchors, rule.confidence) if rule.anchored else None
             res = compare_case(b_samples.get(key, empty), n_samples.get(key, empty), b_med.get(key, math.nan),
-                               n_med.get(key, math.nan), rule, (b_rep.get(key, empty), n_rep.get(key, empty)))
+                               n_med.get(key, math.nan), case_rule, (b_rep.get(key, empty), n_rep.get(key, empty)),
+                               anchored)
+            if raised:
+                res["note"] = "; ".join(n for n in (res["note"], raised) if n)
             if key in busy:
                 res |= {"verdict": "n/a", "note": f"{busy[key]}: not compared"}
         else:

@@ -1,17 +1,18 @@
-"""Process-level repeats (``speed.repeats=N``): a run's speed cases timed N times, each time in a fresh worker
-process, and each case's N outcomes merged into one. Within one process, interleaved rounds see the machine's drift
-but not what differs between processes (where the allocator put the tensors, cache and TLB placement, a frequency
-state): two processes timing one step differ by a few percent for good (docs/performance.md), which is the noise a
+"""Process-level repeats (``speed.repeats=N``): a run's speed cases timed N times, each time in a fresh worker process,
+and each case's N outcomes merged into one. Within one process, interleaved rounds see the machine's drift but not
+what differs between processes (where the allocator put the tensors, cache and TLB placement, a frequency state):
+two processes timing one step differ by a few percent for good (docs/performance.md), which is the noise a
 comparison between two runs meets. Repeats measure it, as asv's ``processes`` and pyperf's worker processes do.
 
 A merged case keeps every round (``time.round_ms`` and the probe's ``roofline.floor_round_ms``, renumbered across
 the repeats), the median over the repeats of every per-case statistic (``time.step_ms`` is the median of the
-repeats' medians; a ratio, its interval's bounds, % of roofline alike), the sum of ``time.rounds``, ``time.unstable``
-when more than half the repeats were timed on a busy machine (one noisy repeat of ten moves a median of medians
-little, and compare's test between processes counts its spread; the detail says how many were), and two rows of
-its own: ``time.repeat_ms`` (each repeat's median, ``step`` its index) and
-``time.repeat_cv`` (their coefficient of variation: the between-process noise that ``optbench compare`` tests
-against). A repeat that failed or errored is the case's outcome, whatever the others measured.
+repeats' medians; a ratio, its interval's bounds, % of roofline alike), the sum of ``time.rounds``,
+``time.unstable`` when more than half the repeats were timed on a busy machine (one noisy repeat of ten moves a
+median of medians little, and compare's test between processes counts its spread; the detail says how many were),
+and rows of its own: ``time.repeat_ms`` (each repeat's median, ``step`` its index), ``speed.repeat_ratio`` (each
+repeat's paired ratio to its baseline, where it has one) and ``time.repeat_cv`` (the medians' coefficient of
+variation: the between-process noise that ``optbench compare`` tests against). A repeat that failed or errored is
+the case's outcome, whatever the others measured.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from __future__ import annotations
 import numpy as np
 
 from optbench.engine.units import Unit
-from optbench.metrics import TIME_REPEAT_CV, TIME_REPEAT_MS, TIME_ROUNDS, TIME_STEP_MS, TIME_UNSTABLE
+from optbench.metrics import (
+    SPEED_RATIO,
+    SPEED_REPEAT_RATIO,
+    TIME_REPEAT_CV,
+    TIME_REPEAT_MS,
+    TIME_ROUNDS,
+    TIME_STEP_MS,
+    TIME_UNSTABLE,
+)
 from optbench.results import FAILING, row
 
 SUMMED = (TIME_ROUNDS,)
@@ -67,6 +76,10 @@ def merge(outcomes: list[tuple[list[dict], str]], in_process: bool = False) -> t
     cv = float(np.std(medians, ddof=1) / np.mean(medians)) if np.mean(medians) > 0 else float("nan")
     merged += [row(labels, check=first[0]["check"], metric=TIME_REPEAT_MS, value=m, unit="ms", step=i,
                    detail=f"repeat {i + 1} of {len(medians)}, {how}") for i, m in enumerate(medians)]
+    ratios = [next((r["value"] for r in rows if r["metric"] == SPEED_RATIO), None) for rows, _ in outcomes]
+    if all(r is not None for r in ratios):  # each repeat's paired ratio to its baseline: compare's anchored test
+        merged += [row(labels, check=first[0]["check"], metric=SPEED_REPEAT_RATIO, value=v, step=i,
+                       detail=f"repeat {i + 1} of {len(ratios)}") for i, v in enumerate(ratios)]
     merged.append(row(labels, check=first[0]["check"], metric=TIME_REPEAT_CV, value=cv,
                       detail=f"between {len(medians)} repeats {how}: the step's median per repeat "
                              f"{', '.join(f'{m:.4g}' for m in medians)} ms"))

@@ -64,23 +64,25 @@ def test_a_over_a_flags_at_most_one_case_and_consecutive_medians_agree_within_10
 
 
 def test_fifteen_percent_more_memory_traffic_is_flagged_in_nine_of_ten_trials(tmp_path):
-    """Each trial: the unchanged step, then the step with 15 % more traffic, each run with 10 process-level repeats
-    (on this VM one process's median of the same step differs from another's by about 8 %: 3 repeats leave a
-    15 % change inside the noise). The control: each unchanged run against the next trial's, a minute later."""
-    run = ["suite=adamw", "candidate=tests.candidates.ExtraTrafficAdamW", "impl=[candidate]", "dtype=float32",
-           "checks=[speed]", "speed.edge_cases=[]", "speed.repeats=10", "speed.min_run_time=0.2"]
+    """Each trial: the unchanged step, then the step with 15 % more traffic, each timed interleaved with torch's
+    for-loop AdamW (the anchor, the same code in both runs) in 5 process-level repeats. The control: each unchanged
+    run against the next trial's, a minute later. (Compared on their own times, two runs a minute apart differ by
+    up to 8 % on this VM even with 10 repeats each: 8 of 10 flagged and 4 of 9 A/A false alarms; anchored with 3
+    repeats, 8 of 10 and 0 of 9: Welch's test on 3 + 3 repeats has too few degrees of freedom, 2026-11-26.)"""
+    run = ["suite=adamw", "candidate=tests.candidates.ExtraTrafficAdamW", "impl=[candidate,for-loop]",
+           "dtype=float32", "checks=[speed]", "speed.edge_cases=[]", "speed.repeats=5"]
     slower, unchanged, bases = 0, 0, []
     for trial in range(10):
         base, slow = tmp_path / f"{trial}-base", tmp_path / f"{trial}-slow"
         for out, extra in ((base, "0"), (slow, "0.15")):
             done = optbench("run", *run, f"out_dir={out}", env={"OPTBENCH_EXTRA_TRAFFIC": extra})
             assert done.returncode == 0, done.stderr[-2000:]
-        injected, = compared(base, slow, tmp_path / f"{trial}-slow.md")
+        injected, = (c for c in compared(base, slow, tmp_path / f"{trial}-slow.md") if c["impl"] != "for-loop")
         slower += injected["verdict"] == "slower"
         line = (f"trial {trial}: +15 % traffic {injected['ratio']:.3f} [{injected['ci_low']:.3f}, "
                 f"{injected['ci_high']:.3f}] p={injected['p']:.2g} {injected['verdict']}")
         if bases:
-            control, = compared(bases[-1], base, tmp_path / f"{trial}-same.md")
+            control, = (c for c in compared(bases[-1], base, tmp_path / f"{trial}-same.md") if c["impl"] != "for-loop")
             unchanged += control["verdict"] == "same"
             line += f"; unchanged vs the trial before {control['ratio']:.3f} p={control['p']:.2g} {control['verdict']}"
         bases.append(base)
