@@ -86,7 +86,8 @@ def test_bad_override_is_a_one_line_pytest_usage_error():
 
 @pytest.mark.parametrize("spec, message", [("suite=sgdd", "did you mean 'sgd'?"),
                                            ("suite=sgd dtype=float8", "unknown dtype 'float8'"),
-                                           ("--config-dir /nonexistent suite=sgd", "no such directory")])
+                                           ("--config-dir /nonexistent suite=sgd", "no such directory"),
+                                           ("suite=sgd checks=[speed] speed.repeats=3", "times each case once")])
 def test_bad_runs_are_usage_errors(spec, message):
     with pytest.raises(pytest.UsageError, match=message):
         GateRun(spec, None, [])
