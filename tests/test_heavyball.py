@@ -41,3 +41,28 @@ def test_heavyball_passes_parity_at_float32_through_its_adapter(suite, cls, opti
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     verdicts = [r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert code == 0 and verdicts == ["pass"], [r["detail"][:160] for r in rows if r["status"] in ("fail", "error")]
+
+
+def test_sfadamw_round_trips_by_name_and_regrouping_is_declared_not_hidden(tmp_path):
+    """Its schedule is per group and pauses in a group without gradients (undocumented): the adapter declares it
+    (group_schedule), so a regrouped load is a skip that says why; without the declaration that scenario fails."""
+    from optbench.config import compose_config
+    from optbench.suite.catalog import resolve
+
+    assert main(["run", "suite=schedule_free_adamw", "candidate=heavyball.SFAdamW", "checks=[roundtrip]",
+                 "history_dir=null", f"out_dir={tmp_path / 'declared'}"]) == 0
+    rows = json.loads((tmp_path / "declared" / "results.json").read_text())["rows"]
+    regrouped = next(r for r in rows if r["metric"] == "roundtrip.regrouped")
+    assert regrouped["status"] == "skip" and "group_schedule" in regrouped["detail"]
+    suite = resolve(compose_config(["suite=schedule_free_adamw"]).suite)[0]
+    assert suite.candidate_spec("heavyball.SFAdamW").group_schedule
+    spec = tmp_path / "undeclared.yaml"
+    spec.write_text("class: heavyball.SFAdamW\nconventions: {debiased_state: true, eps_clamp: true, "
+                    "warmup_plus_one: true}\nfixed: {consume_grad: false}\nerror_inputs: none\n"
+                    "state: {decode: optbench.implementations.heavyball_state.flat, step: none, "
+                    "ignore: [weight_sum, lr_max]}\n")
+    assert main(["run", "suite=schedule_free_adamw", f"candidate={spec}", "checks=[roundtrip]", "history_dir=null",
+                 f"out_dir={tmp_path / 'undeclared'}"]) == 1
+    rows = json.loads((tmp_path / "undeclared" / "results.json").read_text())["rows"]
+    assert [r["metric"] for r in rows if r["status"] == "fail" and r["metric"].startswith("roundtrip.")
+            and "positional" not in r["metric"]] == ["roundtrip.regrouped"]

@@ -177,9 +177,13 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     refuses, recovery, recovery_refuses = scenario.refuses, scenario.recovery, ""
     if session.closure and scenario.load.grouping != "suite":
         return "skip", "LBFGS takes a single param group", "", ""
-    if session.coupled and (scenario.load.grouping != "suite" or scenario.load.partial or scenario.save.partial):
+    regroups = scenario.load.grouping != "suite" or scenario.load.partial or scenario.save.partial
+    if session.coupled and regroups:
         return "skip", ("the step couples a group's tensors (its clipping norm spans them): on other groups or "
                         "another set of parameters it is another computation than the uninterrupted run"), "", ""
+    if scenario.load.grouping != "suite" and getattr(impl.spec, "group_schedule", False):
+        return "skip", ("its schedule is per param group and advances only with the group's gradients (its spec's "
+                        "group_schedule): on other groups it is another computation than the uninterrupted run"), "", ""
     if session.closure and scenario.reorders:  # flat vectors in parameter order: by name it can only refuse
         refuses, recovery_refuses = scenario.refuses or LBFGS_REFUSAL, LBFGS_REFUSAL if recovery else ""
     elif session.closure and scenario.load.grown:

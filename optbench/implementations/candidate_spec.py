@@ -29,7 +29,8 @@ from optbench.implementations.dotted import import_dotted
 from optbench.state.validation import flattened
 from optbench.suite.hyperparameters import plain
 
-KEYS = {"class", "rename", "fixed", "conventions", "prepare", "state", "rejects", "error_inputs", "note"}
+KEYS = {"class", "rename", "fixed", "conventions", "prepare", "state", "rejects", "error_inputs", "note",
+        "group_schedule"}
 STATE_KEYS = {"keys", "ignore", "step", "decode"}
 STEP_PLACES = ("param", "group", "none")  # "group:<key>" too: the count under another name in each param group
 DECODERS = ("flat", "nested")  # or the dotted path of a function: state -> flat dict
@@ -70,6 +71,9 @@ class CandidateSpec:
     rejects: tuple[str, ...] = ()  # exception class names that count as rejecting an invalid input, any message
     error_inputs: tuple[str, ...] | None = None  # globs over error inputs' descriptions that apply (None: all)
     note: str = ""  # the documented differences this spec adapts, in a sentence
+    # its schedule (step, warmup, averaging weights) is per param group and advances only on step() calls where the
+    # group has a gradient: loaded into other groups, its continuation is another computation (heavyball's SFAdamW)
+    group_schedule: bool = False
 
     @property
     def adapts_state(self) -> bool:
@@ -208,7 +212,14 @@ class CandidateSpec:
                    rejects=tuple(str(e) for e in mapping.get("rejects") or ()),
                    error_inputs=None if inputs == "all" else () if inputs in ("none", None) else
                    tuple(str(g) for g in ([inputs] if isinstance(inputs, str) else inputs)),
-                   note=" ".join(str(mapping.get("note", "")).split()))
+                   note=" ".join(str(mapping.get("note", "")).split()),
+                   group_schedule=_flag(mapping.get("group_schedule", False), f"{source}: group_schedule"))
+
+
+def _flag(value, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise CandidateSpecError(f"{where}={value!r}: true or false")
+    return value
 
 
 def _dtype_or_value(value):
