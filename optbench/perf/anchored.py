@@ -18,14 +18,13 @@ import pandas as pd
 from scipy import stats
 
 from optbench.metrics import SPEED_RATIO, SPEED_REPEAT_RATIO, TIME_ROUND_MS
+from optbench.perf.ratio_stats import CASE, TIMING_CHECKS, between_processes, ratio_interval
 
 FORLOOP = "for-loop"
 IMPL = 1  # the position of impl in a case key (suite, impl, dtype, hparams, device, workload, check)
 
 
 def _keyed(rows: pd.DataFrame, metric: str) -> dict[tuple, pd.DataFrame]:
-    from optbench.perf.compare import CASE, TIMING_CHECKS
-
     sel = rows[rows["check"].isin(TIMING_CHECKS) & (rows["metric"] == metric)]
     return {key: g for key, g in sel.groupby(CASE, sort=False)}
 
@@ -66,8 +65,6 @@ def compare_anchored(key: tuple, base: Anchors, new: Anchors, confidence: float)
     name = b_anchor[IMPL]
     b_rep, n_rep = base.repeat_ratios.get(key, np.array([])), new.repeat_ratios.get(key, np.array([]))
     if min(len(b_rep), len(n_rep)) >= 2:
-        from optbench.perf.compare import between_processes
-
         p, low, high = between_processes(b_rep, n_rep, confidence)
         ratio = float(np.exp(np.log(n_rep).mean() - np.log(b_rep).mean()))
         how = f"{len(b_rep)} vs {len(n_rep)} repeats (Welch t on log ratios)"
@@ -75,8 +72,6 @@ def compare_anchored(key: tuple, base: Anchors, new: Anchors, confidence: float)
         b_pair, n_pair = base.paired(key, b_anchor), new.paired(key, n_anchor)
         if min(len(b_pair), len(n_pair)) < 5:
             return None
-        from optbench.perf.compare import ratio_interval
-
         ratio = float(np.median(n_pair) / np.median(b_pair))
         low, high = ratio_interval(b_pair, n_pair, confidence)
         p = float(stats.mannwhitneyu(n_pair, b_pair, alternative="two-sided").pvalue)

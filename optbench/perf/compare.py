@@ -36,14 +36,13 @@ import pandas as pd
 from scipy import stats
 
 from optbench.metrics import TIME_REPEAT_MS, TIME_ROUND_MS, TIME_STEP_MS, TIME_UNSTABLE
+from optbench.perf.anchored import Anchors, compare_anchored
+from optbench.perf.ratio_stats import CASE, TIMING_CHECKS, between_processes, ratio_interval
 from optbench.results import CASE_KEY, FAILING
 
-TIMING_CHECKS = ("speed", "scaling")
-CASE = [*CASE_KEY, "check"]  # a timing case: speed and scaling time the same case apart
 VERDICT_KEY = CASE + ["metric", "fqn", "tensor"]
 VERDICTS = ("pass", "fail", "error", "xfail", "xpass")
 MIN_SAMPLES = 5
-BOOTSTRAP_RESAMPLES = 2000
 ORDER = ("slower", "faster", "same", "n/a", "only in baseline", "only in new")
 MACHINE_KEYS = ("cpu", "gpu", "torch", "cpu_threads")
 
@@ -91,14 +90,6 @@ class Comparison:
                     or self.incomplete)
 
 
-def ratio_interval(base: np.ndarray, new: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Percentile-bootstrap interval for the ratio of medians new/base (scipy.stats.bootstrap, a fixed seed)."""
-    ratio = lambda b, n, axis: np.median(n, axis=axis) / np.median(b, axis=axis)  # noqa: E731
-    found = stats.bootstrap((base, new), ratio, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
-                            method="percentile", vectorized=True, rng=np.random.default_rng(0))
-    return float(found.confidence_interval.low), float(found.confidence_interval.high)
-
-
 def samples(rows: pd.DataFrame) -> dict[tuple, np.ndarray]:
     """Each timing case's round times (ms), in round order; finite positive values only."""
     sel = rows[rows["check"].isin(TIMING_CHECKS) & (rows["metric"] == TIME_ROUND_MS)]
@@ -113,16 +104,6 @@ def repeat_medians(rows: pd.DataFrame) -> dict[tuple, np.ndarray]:
     sel = rows[rows["check"].isin(TIMING_CHECKS) & (rows["metric"] == TIME_REPEAT_MS)]
     sel = sel[np.isfinite(sel["value"]) & (sel["value"] > 0)]
     return {key: g["value"].to_numpy(float) for key, g in sel.groupby(CASE, sort=False)}
-
-
-def between_processes(base: np.ndarray, new: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """Welch's t-test on the log of each run's repeat medians: (p, interval low, interval high) for the ratio."""
-    if np.ptp(np.log(base)) == 0 and np.ptp(np.log(new)) == 0:  # no spread on either side: only the ratio is known
-        ratio = float(np.median(new) / np.median(base))
-        return (0.0 if ratio != 1 else 1.0), ratio, ratio
-    test = stats.ttest_ind(np.log(new), np.log(base), equal_var=False)
-    interval = test.confidence_interval(confidence)
-    return float(test.pvalue), float(np.exp(interval.low)), float(np.exp(interval.high))
 
 
 def medians(rows: pd.DataFrame) -> dict[tuple, float]:
@@ -179,8 +160,6 @@ def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) 
     machine in either run is never called slower or faster: "n/a", saying why."""
     b_samples, n_samples, b_med, n_med = samples(base), samples(new), medians(base), medians(new)
     b_rep, n_rep = repeat_medians(base), repeat_medians(new)
-    from optbench.perf.anchored import Anchors, compare_anchored
-
     b_anchors, n_anchors = (Anchors(base), Anchors(new)) if rule.anchored else (None, None)
     busy = {k: f"baseline {v}" for k, v in unstable(base).items()} | {
         k: f"new run {v}" for k, v in unstable(new).items()}
@@ -254,7 +233,6 @@ def changed_verdicts(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 
 def missing_cases(base: pd.DataFrame, new: pd.DataFrame) -> tuple[str, ...]:
     """The cases (check and CASE_KEY, by their rows) of ``base`` that ``new`` has no row of, as text."""
-    from optbench.results import CASE_KEY
 
     key = ["check", *CASE_KEY]
     have = set(new[key].drop_duplicates().itertuples(index=False, name=None))
