@@ -31,6 +31,7 @@ def test_repeats_merge_into_one_case_every_round_kept_and_the_median_of_medians(
     by = lambda metric: [r for r in rows if r["metric"] == metric]  # noqa: E731
     medians = [r["value"] for r in by("time.repeat_ms")]
     assert [r["step"] for r in by("time.repeat_ms")] == [0, 1, 2]
+    assert {r["optimizer"] for r in by("time.repeat_ms") + by("time.repeat_cv")} == {LABELS["optimizer"]}
     assert medians == [next(r["value"] for r in o[0] if r["metric"] == "time.step_ms") for o in outcomes]
     assert by("time.step_ms")[0]["value"] == pytest.approx(np.median(medians))
     assert [r["step"] for r in by("time.round_ms")] == list(range(30))  # every repeat's rounds, numbered on
@@ -153,7 +154,7 @@ def test_compare_through_the_anchor_both_runs_timed_cancels_drift_between_runs(t
     assert candidate["verdict"] == "same" and candidate["note"].startswith("anchored on for-loop")
     assert "times alone: 1.1" in candidate["note"]
     loop = drifted[drifted["impl"] == "for-loop"].iloc[0]
-    assert loop["verdict"] == "slower"  # the anchor itself: its own times, the drift in them
+    assert loop["verdict"] == "slower" and "the anchor of other cases" in loop["note"]  # its own times, the drift
     alone = compare.compare_timings(*tables(tmp_path / "aa"), compare.Rule(anchored=False))
     assert alone[alone["impl"] == "foreach"].iloc[0]["verdict"] == "slower"  # the false alarm anchoring removes
     slower = compare.compare_timings(*tables(tmp_path / "ab", anchored_run(1.0, 1.0, 1), anchored_run(1.1, 1.15, 3)))

@@ -161,6 +161,7 @@ def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) 
     b_samples, n_samples, b_med, n_med = samples(base), samples(new), medians(base), medians(new)
     b_rep, n_rep = repeat_medians(base), repeat_medians(new)
     b_anchors, n_anchors = (Anchors(base), Anchors(new)) if rule.anchored else (None, None)
+    anchors = {b_anchors.baseline(k) for k in b_med} - {None} if rule.anchored else set()
     busy = {k: f"baseline {v}" for k, v in unstable(base).items()} | {
         k: f"new run {v}" for k, v in unstable(new).items()}
     b_cases = list(dict.fromkeys([*b_med, *b_samples]))
@@ -174,8 +175,10 @@ def compare_timings(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule()) 
             res = compare_case(b_samples.get(key, empty), n_samples.get(key, empty), b_med.get(key, math.nan),
                                n_med.get(key, math.nan), case_rule, (b_rep.get(key, empty), n_rep.get(key, empty)),
                                anchored)
-            if raised:
-                res["note"] = "; ".join(n for n in (res["note"], raised) if n)
+            own = "the anchor of other cases: compared on its own times (drift between runs applies)"
+            for extra in (raised, own if anchored is None and key in anchors else ""):
+                if extra:
+                    res["note"] = "; ".join(n for n in (res["note"], extra) if n)
             if key in busy:
                 res |= {"verdict": "n/a", "note": f"{busy[key]}: not compared"}
         else:

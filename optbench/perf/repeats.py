@@ -29,7 +29,7 @@ from optbench.metrics import (
     TIME_STEP_MS,
     TIME_UNSTABLE,
 )
-from optbench.results import FAILING, row
+from optbench.results import CASE_KEY, FAILING, row
 
 SUMMED = (TIME_ROUNDS,)
 MAJORITY = (TIME_UNSTABLE,)
@@ -71,7 +71,7 @@ def merge(outcomes: list[tuple[list[dict], str]], in_process: bool = False) -> t
                       + "; ".join(dict.fromkeys(busy))) if busy else ""
         merged.append(rows[0] | {"value": value, "detail": detail})
     merged = _renumbered(merged)
-    labels = {k: first[0][k] for k in ("suite", "impl", "dtype", "hparams", "device", "workload")}
+    labels = {k: first[0][k] for k in (*CASE_KEY, "optimizer")}  # what Case.labels writes on every row
     how = "in this process (jobs=0: not process-level)" if in_process else "each in a fresh worker process"
     cv = float(np.std(medians, ddof=1) / np.mean(medians)) if np.mean(medians) > 0 else float("nan")
     merged += [row(labels, check=first[0]["check"], metric=TIME_REPEAT_MS, value=m, unit="ms", step=i,
