@@ -1,4 +1,5 @@
-"""optbench's own Adafactor for CPU: torch.optim.Adafactor's math, fused into three passes in C++.
+"""optbench's own Adafactor: torch.optim.Adafactor's math fused, in C++ for CPU tensors and in Triton for CUDA ones
+(kernels/adafactor_triton.py; ``TritonAdafactor`` steps CPU tensors through Triton too, in its interpreter).
 
 A drop-in replacement for ``torch.optim.Adafactor`` (torch 2.13): same constructor, argument checks,
 error messages and state (``step`` a float32 0-dim tensor; ``row_var`` [..., n, 1] and ``col_var``
@@ -27,9 +28,10 @@ not in the factors); other non-contiguous tensors through contiguous copies writ
 
 Deliberate differences, none in the math: eps1 = None means the eps of each parameter's own dtype
 (torch takes the group's first parameter's, finding F19); a zero-size parameter gets its state and step
-and nothing else (torch raises ZeroDivisionError, finding F04). CPU tensors only. The extension is
-built on first use with ``torch.utils.cpp_extension.load`` (cached in TORCH_EXTENSIONS_DIR); if it cannot
-be, the constructor raises RuntimeError("optbench's Adafactor kernel could not be built: ...").
+and nothing else (torch raises ZeroDivisionError, finding F04). The extension is built on first use with
+``torch.utils.cpp_extension.load`` (cached in TORCH_EXTENSIONS_DIR); if it cannot be, the constructor raises
+RuntimeError("optbench's Adafactor kernel could not be built: ..."), as it does, in one line, where the Triton
+kernels cannot run (no triton; CPU tensors without TRITON_INTERPRET=1).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-__all__ = ["Adafactor", "build"]
+__all__ = ["Adafactor", "TritonAdafactor", "build"]
 
 SOURCE = pathlib.Path(__file__).with_name("csrc") / "adafactor.cpp"
 _BUILT: dict = {}
@@ -81,7 +83,11 @@ def _scalar_dtype() -> torch.dtype:
 
 
 class Adafactor(Optimizer):
-    """torch.optim.Adafactor's algorithm as one fused C++ step per param group (module docstring)."""
+    """torch.optim.Adafactor's algorithm fused: one C++ step per param group on CPU, Triton kernels on CUDA
+    (module docstring)."""
+
+    backend = "auto"  # "auto": C++ for CPU tensors, Triton for the rest; "triton": Triton for all (TritonAdafactor)
+    _mutation: str | None = None  # a deliberately wrong variant (optbench.mutants.adafactor_kernels); None: correct
 
     def __init__(
         self,
@@ -112,7 +118,11 @@ class Adafactor(Optimizer):
         defaults = {"lr": lr, "beta2_decay": beta2_decay, "eps": eps, "d": d, "weight_decay": weight_decay,
                     "foreach": foreach, "maximize": maximize}
         super().__init__(params, defaults)
-        build()
+        devices = {p.device.type for g in self.param_groups for p in g["params"]}
+        if "cpu" in devices and self.backend == "auto":
+            build()
+        for device in sorted(devices - ({"cpu"} if self.backend == "auto" else set())):
+            _triton().kernels(torch.device(device))  # RuntimeError in one line where Triton cannot run them
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -130,8 +140,7 @@ class Adafactor(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        kernel = build()
-        for group in self.param_groups:
+        for index, group in enumerate(self.param_groups):
             params, grads, steps, row_vars, col_vars, variances = [], [], [], [], [], []
             for p in group["params"]:
                 grad = p.grad
@@ -155,11 +164,64 @@ class Adafactor(Optimizer):
                 row_vars.append(state.get("row_var"))
                 col_vars.append(state.get("col_var"))
                 variances.append(state.get("variance"))
-            if params:
-                lr = group["lr"]
-                eps1, eps2 = group["eps"]
-                kernel.step(params, grads, steps, row_vars, col_vars, variances,
-                            float(lr.item() if isinstance(lr, Tensor) else lr), float(group["beta2_decay"]),
-                            None if eps1 is None else float(eps1), float(eps2), float(group["d"]),
-                            float(group["weight_decay"]), bool(group["maximize"]))
+            if not params:
+                continue
+            lr = group["lr"]
+            eps1, eps2 = group["eps"]
+            hp = {"lr": float(lr.item() if isinstance(lr, Tensor) else lr), "beta2_decay": float(group["beta2_decay"]),
+                  "eps1": None if eps1 is None else float(eps1), "eps2": float(eps2), "d": float(group["d"]),
+                  "weight_decay": float(group["weight_decay"]), "maximize": bool(group["maximize"])}
+            on_cpu = [i for i, p in enumerate(params) if p.device.type == "cpu" and self.backend == "auto"]
+            if on_cpu:
+                pick = lambda xs: [xs[i] for i in on_cpu]  # noqa: E731
+                build().step(pick(params), pick(grads), pick(steps), pick(row_vars), pick(col_vars), pick(variances),
+                             hp["lr"], hp["beta2_decay"], hp["eps1"], hp["eps2"], hp["d"], hp["weight_decay"],
+                             hp["maximize"])
+            rest = [i for i in range(len(params)) if i not in set(on_cpu)]
+            if rest:
+                if getattr(self, "_triton_plans", None) is None:  # per bucket; not state: never saved
+                    self._triton_plans = {}
+                _triton_step(self._triton_plans, index,
+                             [(params[i], grads[i], steps[i], row_vars[i], col_vars[i], variances[i]) for i in rest],
+                             hp, self._mutation)
         return loss
+
+
+class TritonAdafactor(Adafactor):
+    """optbench's Adafactor through its Triton kernels on every device: CUDA tensors compiled, CPU tensors in
+    Triton's interpreter (slow; how CI verifies the kernel without a GPU)."""
+
+    backend = "triton"
+
+
+def _triton(message_prefix: str = "optbench's Triton Adafactor"):
+    """The Triton host module, or RuntimeError in one line when Triton is not installed."""
+    try:
+        from . import adafactor_triton
+    except ImportError as exc:
+        raise RuntimeError(f"{message_prefix} needs triton (pip install -e '.[triton]'): {exc}") from None
+    return adafactor_triton
+
+
+def _triton_step(plans: dict, group_index: int, items: list[tuple], hp: dict, mutation: str | None) -> None:
+    """Advance each tensor's step, then step each bucket (device, dtype, factored or not) through its cached plan."""
+    import numpy as np
+
+    kernel = _triton()
+    steps = [item[2] for item in items]
+    torch._foreach_add_(steps, 1)
+    buckets: dict[tuple, tuple[list, list, list]] = {}
+    for (p, g, step_t, row_var, col_var, variance), step in zip(items, steps):
+        if p.numel() == 0:  # state and step only (torch divides by numel here: F04)
+            continue
+        if p.dtype not in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+            raise RuntimeError(f"optbench's Triton Adafactor does not step {p.dtype} parameters")
+        if g.device != p.device or g.dtype != p.dtype:
+            raise RuntimeError("optbench's Triton Adafactor needs each gradient on its parameter's device and dtype")
+        factored = p.dim() > 1
+        tensors, grads, values = buckets.setdefault((group_index, p.device, p.dtype, factored), ([], [], []))
+        tensors.append((p, row_var, col_var) if factored else (p, variance, None))
+        grads.append(g)
+        values.append(step.item())
+    for key, (tensors, grads, values) in buckets.items():
+        kernel.step_bucket(plans, key, tensors, grads, np.asarray(values, dtype=np.float64), hp, mutation)
