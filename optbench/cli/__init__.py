@@ -1,5 +1,5 @@
 """The ``optbench`` command: ``run`` (Hydra app), ``list``, ``report``, ``coverage``, ``mutants``, ``compare`` and
-``calibrate``.
+``calibrate``, ``merge`` and ``gpu-check``.
 
 Hydra has no subcommands, so ``main`` pops the subcommand and, for ``run``, hands the remaining
 arguments to the ``@hydra.main`` app: multirun (``-m``), ``--cfg job``, ``--info`` and
@@ -14,6 +14,7 @@ import sys
 from optbench.cli.calibrate import calibrate_command
 from optbench.cli.compare import compare_command
 from optbench.cli.coverage import coverage_command
+from optbench.cli.gpu_check import gpu_check_command
 from optbench.cli.listing import list_command
 from optbench.cli.merge import merge_command
 from optbench.cli.mutants import mutants_command
@@ -22,7 +23,7 @@ from optbench.cli.resume import resume_command
 from optbench.cli.run import run_command
 from optbench.usage import EXIT_OK, EXIT_USAGE, UsageError, did_you_mean, fail
 
-COMMANDS = ("run", "resume", "list", "report", "coverage", "mutants", "compare", "calibrate", "merge")
+COMMANDS = ("run", "resume", "list", "report", "coverage", "mutants", "compare", "calibrate", "merge", "gpu-check")
 USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps=N] [impl=[...]] [checks=[...]]
                     [candidate=pkg.mod.Class] [candidate_kwargs='{...}'] [options='{...}'] [--config-dir DIR] \
 [-m] [--cfg job]
@@ -36,7 +37,8 @@ USAGE = """usage: optbench run suite=<name> [device=cpu|cuda] [dtype=...] [steps
        optbench compare <baseline> <new> [--threshold 0.05] [--alpha 0.01] [--confidence 0.95] \
 [--calibration FILE] [--out FILE.md]
        optbench calibrate <A/A run> <A/A run> [...] | --history [DIR]  [--out calibration.json]
-       optbench merge <sweep dir>"""
+       optbench merge <sweep dir>
+       optbench gpu-check [--dry-run] [--budget-s 540] [--only SECTION ...] [--out DIR]"""
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"run": run_command, "resume": resume_command, "list": list_command, "report": report_command,
                 "coverage": coverage_command,
                 "mutants": mutants_command, "compare": compare_command, "calibrate": calibrate_command,
-                "merge": merge_command}
+                "merge": merge_command, "gpu-check": gpu_check_command}
     if command not in handlers:
         return fail(f"unknown command '{command}': {did_you_mean(command, COMMANDS)}")
     try:

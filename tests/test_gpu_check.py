@@ -1,0 +1,103 @@
+"""The prepared GPU check (``optbench gpu-check``, ``.ci/gpu``): its dry run lists every section's command, it
+refuses in one line without a GPU, a section that outlives its deadline ends INCOMPLETE with what it finished, and
+optbench's Triton kernels compile for a Hopper GPU from their source without one."""
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from optbench.cli import main
+from optbench.cli.gpu_check import SECTIONS, Section, gpu_slug, run_section
+from optbench.config import compose_config
+from optbench.usage import EXIT_INCOMPLETE
+
+REPO = Path(__file__).parents[1]
+
+
+def test_dry_run_lists_every_section_and_its_command(capsys, tmp_path):
+    assert main(["gpu-check", "--dry-run", "--budget-s", "300", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    for section in SECTIONS:
+        assert f"  {section.name} (up to " in out
+        line = next(ln.strip() for ln in out.splitlines() if f"out_dir={tmp_path / 'out' / section.name}" in ln)
+        assert line.startswith("optbench run device=cuda ")
+        compose_config(shlex.split(line)[2:])  # every section's overrides compose: no typo waits for a GPU
+    assert not (tmp_path / "out").exists()  # a dry run writes nothing
+
+
+def test_dry_run_of_some_sections(capsys):
+    assert main(["gpu-check", "--dry-run", "--only", "speed", "adafactor"]) == 0
+    out = capsys.readouterr().out
+    assert "2 section(s)" in out and "  suites (" not in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "sped"], "unknown section 'sped': did you mean 'speed'?"),
+    (["--budget-s", "0"], "need a positive number of seconds"),
+])
+def test_mistakes_are_one_line(args, message, capsys):
+    assert main(["gpu-check", "--dry-run", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")
+def test_refuses_without_a_gpu_in_one_line(capsys, tmp_path):
+    assert main(["gpu-check", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no CUDA device here" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")
+def test_ci_script_refuses_without_a_gpu(tmp_path):
+    """``.ci/gpu`` as a user runs it: optbench is importable here, so it installs nothing and says why it stops."""
+    proc = subprocess.run([str(REPO / ".ci" / "gpu"), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+    assert proc.returncode == 2 and "no CUDA device here" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_gpu_names_become_folder_names():
+    assert gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert gpu_slug("NVIDIA H200") == "h200"
+
+
+def test_a_section_past_its_deadline_is_incomplete_and_keeps_what_it_finished(tmp_path):
+    """A CPU run of the adafactor suite stopped after a few seconds: SIGTERM, the finished cases kept, exit 4
+    (INCOMPLETE), never a PASS, and the log says so."""
+    section = Section("slow", "a run longer than its deadline", ("suite=adafactor", "checks=[parity]", "jobs=1"), 1.0)
+    code, seconds, how = run_section(section, tmp_path, deadline_s=12, device="cpu")
+    assert code == EXIT_INCOMPLETE and "deadline" in how and seconds < 60, (code, how)
+    log = (tmp_path / "slow.log").read_text()
+    assert "verdict: INCOMPLETE" in log and "verdict: PASS" not in log
+
+
+def test_triton_kernels_compile_for_hopper_without_a_gpu():
+    """Triton's front end and ptxas (in its wheel) build every kernel for sm_90 at each dtype it takes: a kernel that
+    would not compile fails here, not on a lent GPU (a first GPU run lost its kernel rows to one such error)."""
+    pytest.importorskip("triton")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from optbench.kernels import adafactor_triton_kernels as dev
+
+    pointers = {"meta": "*i64", "progs": "*i32", "scal": "*fp64"}
+    sizes = {"BN": 32, "BM": 128, "BR": 256, "BC": 128, "RB": 64, "BV": 1024, "BLOCK": 1024}
+    for dt, acc, part in ((triton.language.float32, triton.language.float32, "*fp32"),
+                          (triton.language.float64, triton.language.float64, "*fp64"),
+                          (triton.language.bfloat16, triton.language.float32, "*fp32")):
+        for name, fn in dev.KERNELS.items():
+            consts = {"DT": dt, "ACC": acc, "MUT": 0, **{k: v for k, v in sizes.items() if k in fn.arg_names}}
+            signature = {a: "constexpr" if a in consts else pointers.get(a, "i32" if a.startswith("max_") else part)
+                         for a in fn.arg_names}
+            source = ASTSource(fn=fn, signature=signature,
+                               constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()})
+            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
+            assert compiled.asm.get("cubin"), name
