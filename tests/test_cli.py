@@ -48,6 +48,8 @@ def failing(tmp_path):
     (["run", "suite=adam", "scaling.memory_fraction=2"], "scaling.memory_fraction=2: need a number in [1e-06, 1]"),
     (["run", "suite=adam", "checks=[parity,speling]"], "unknown check(s) speling"),
     (["run", "suite=adam", "options={lr: 0.1, amsgrd: true}"], "Adam takes no amsgrd"),
+    (["run", "suite=adam", "hparams=[defualt]"], "suite 'adam' has no hparam set 'defualt': did you mean 'default'?"),
+    (["run", "suite=adam", "hparams=first", "options={lr: 0.1}"], "hparams= and options= both choose"),
     (["run", "suite=adam", "options=3"], "options= must be a mapping"),
     (["run", "suite=adam", "report.plots=maybe"], "report.plots=maybe: need true or false"),
     (["run", "suite=all", "candidate=torch.optim.Adam"], "need a single-optimizer suite"),
@@ -222,3 +224,10 @@ def test_cfg_job_prints_config_without_running(capsys, tmp_path, monkeypatch):
 @pytest.mark.cuda
 def test_cuda_suite_runs(tmp_path):
     assert run(tmp_path, "suite=adamw", "device=cuda", "dtype=float32", "checks=[parity,roundtrip]", "steps=10") == 0
+
+
+def test_hparams_runs_only_the_named_sets(tmp_path):
+    assert run(tmp_path, "suite=sgd", "hparams=[lr,weight_decay]", "impl=[for-loop]", "dtype=float32",
+               "checks=[parity]", "steps=2") == 0
+    verdicts = {r["hparams"] for r in rows(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
+    assert verdicts == {"lr", "weight_decay"}

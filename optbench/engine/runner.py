@@ -39,6 +39,7 @@ from optbench.engine.selection import (
     resolve_compile_hparams,
     resolve_device,
     resolve_dtypes,
+    resolve_hparams,
     resolve_implementations,
     resolve_jobs,
     resolve_max_failures,
@@ -106,8 +107,9 @@ class SuiteRun:
         if meta and (cfg.candidate or cfg.get("options")):
             raise UsageError("candidate= and options= need a single-optimizer suite, "
                              f"not the meta-suite {cfg.suite.name!r}")
-        self.suites = [resolve_options(cfg, s) for s in suites]
         self.device = resolve_device(cfg.device.name)
+        self.suites = [resolve_hparams(cfg, resolve_options(cfg, s), lenient=meta).on_device(self.device.type)
+                       for s in suites]
         self.checks = resolve_checks(cfg)
         candidate = resolve_candidate(cfg, self.suites[0]) if cfg.candidate else None
         self.ctx = RunContext(
