@@ -11,8 +11,9 @@ from optbench.engine.runner import SuiteRun
 from optbench.state.scenarios import SCENARIOS
 
 
-def run_scenarios(tmp_path, suite: str, impls: str, scenarios: list[str] | None = None) -> dict:
-    overrides = [f"suite={suite}", f"impl={impls}", "checks=[roundtrip]", "workload.width=16", "workload.vocab=32"]
+def run_scenarios(tmp_path, suite: str, impls: str, scenarios: list[str] | None = None, extra=()) -> dict:
+    overrides = [f"suite={suite}", f"impl={impls}", "checks=[roundtrip]", "workload.width=16", "workload.vocab=32",
+                 *extra]
     with initialize_config_module(config_module="optbench.suites", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     run = SuiteRun(cfg, tmp_path)
@@ -114,3 +115,28 @@ def test_muon_compiled_continues_a_for_loop_state_in_its_update_precision(tmp_pa
     monkeypatch.setattr(roundtrip, "load_state_dict_by_name", _drops_state)
     wrong = run_scenarios(tmp_path, "muon", "[for-loop,compiled]", ["cross_implementation"])
     assert wrong[("compiled", "roundtrip.cross_implementation")][0] == "fail", wrong
+
+
+def test_a_shape_change_with_no_state_to_refuse_is_a_skip_saying_so(tmp_path):
+    """SGD without momentum keeps no state tensor: there is no shape a load could refuse, so shape_changed skips
+    (it failed as "loaded where it must refuse" before); with momentum (the suite's round-trip set) the
+    scenario refuses, as test_every_scenario_passes_by_name... checks for AdamW."""
+    plain = run_scenarios(tmp_path, "sgd", "[for-loop]", ["shape_changed"], extra=["hparams=first"])
+    status, _, detail = plain[("for-loop", "roundtrip.shape_changed")]
+    assert status == "skip" and "no shape to refuse" in detail, (status, detail)
+
+
+def test_a_variant_that_steps_only_on_cuda_skips_the_scenarios_that_cross_to_the_cpu(monkeypatch):
+    """capturable and graphed optimizers cannot be built on the CPU side of cuda_to_cpu and cpu_to_cuda (seen on a
+    GPU, where they errored): a skip naming why, before anything is built."""
+    from types import SimpleNamespace
+
+    from optbench.state.scenarios import SCENARIOS
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    impl = SimpleNamespace(name="graphed", needs_cuda=True, compiled=False)
+    case = SimpleNamespace(impl=impl, dtype="float32", device=torch.device("cuda"), suite=None)
+    session = SimpleNamespace(case=case, ctx=None)
+    for scenario in (s for s in SCENARIOS if s.devices):
+        status, detail, _, _ = roundtrip.run_scenario(session, scenario)
+        assert status == "skip" and "steps only on CUDA" in detail, (scenario.name, status, detail)

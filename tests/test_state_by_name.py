@@ -211,3 +211,22 @@ def test_a_groups_own_state_follows_its_parameters_into_new_groups_or_is_refused
     resumed = GroupCountedSGD([{"params": named[:2]}, {"params": named[2:]}], lr=0.3, momentum=0.9)
     load_state_dict_by_name(resumed, sd)
     assert [(g["lr"], g["step"]) for g in resumed.param_groups] == [(0.1, 3), (0.1, 5)]  # as saved, options too
+
+
+def test_the_loading_optimizers_implementation_flags_survive_the_load():
+    """A checkpoint holds what was learned, not how the loading optimizer computes: loaded by name, a fused AdamW keeps
+    fused=True (and its foreach) where torch's own load takes the checkpoint's flags (finding F47), and the
+    hyperparameters still come from the checkpoint."""
+    m = model()
+    sd = trained(m)  # saved by an AdamW with foreach=None, fused=None, capturable=False, lr 0.1
+    sd["param_groups"][0]["lr"] = 0.05
+    named = list(m.named_parameters())
+    mine = torch.optim.AdamW(named, lr=0.1, fused=True)
+    load_state_dict_by_name(mine, sd)
+    assert mine.param_groups[0]["fused"] is True and mine.param_groups[0]["lr"] == 0.05
+    theirs = torch.optim.AdamW(named, lr=0.1, fused=True)
+    theirs.load_state_dict(sd)
+    assert theirs.param_groups[0]["fused"] is None  # torch's loader: the checkpoint's flag (F47)
+    for p in m.parameters():
+        p.grad = torch.ones_like(p)
+    mine.step()  # the fused CPU kernel steps the loaded state

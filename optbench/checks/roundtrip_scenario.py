@@ -21,7 +21,7 @@ from optbench.numerics.trajectory import as_array, objective_closure, set_gradie
 from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
 from optbench.state.formats import optimizer_from_dict
 from optbench.state.positional import positional
-from optbench.state.scenarios import IMPLEMENTATION_CHAIN, Layout, Scenario
+from optbench.state.scenarios import IMPLEMENTATION_CHAIN, SHAPE_REFUSAL, Layout, Scenario
 from optbench.suite.hyperparameters import for_torch
 from optbench.suite.spec import DTYPES
 from optbench.workloads import Workload
@@ -159,6 +159,8 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     if scenario.devices:
         if not torch.cuda.is_available():
             return "skip", "needs CUDA (saved on one device, loaded on the other)", "", ""
+        if impl.needs_cuda:
+            return "skip", f"{impl.name} steps only on CUDA: the scenario's CPU side cannot be built", "", ""
         save_device, device = scenario.devices
     else:
         save_device = device
@@ -167,7 +169,10 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
         why = ctx.unavailable(impl, dtype) or ctx.unavailable(impl, save_dtype)
         if why:
             return "skip", why, "", ""
-    params, _, order = session.saved(save_impl, save_dtype, save_device, scenario.save)
+    params, saved_state, order = session.saved(save_impl, save_dtype, save_device, scenario.save)
+    if scenario.refuses == SHAPE_REFUSAL and not any(torch.is_tensor(v) and v.dim() > 0
+                                                      for st in saved_state["state"].values() for v in st.values()):
+        return "skip", "no state tensor of a parameter's shape at these hparams: no shape to refuse", "", ""
 
     def state_dict() -> dict:  # a fresh read of the file for every load
         loaded = session.saved(save_impl, save_dtype, save_device, scenario.save)[1]

@@ -22,6 +22,7 @@ from optbench.state.formats import as_torch
 from optbench.state.names import StateDictNameError, group_names
 from optbench.state.validation import refuse_foreign, state_checker, transactional_load, trial_load
 from optbench.state.validation import shape_mismatch as shape_mismatch  # the rule, for optbench.state.positional
+from optbench.suite.hyperparameters import IMPLEMENTATION_FLAGS
 
 Rename = Mapping[str, str] | Callable[[str], str] | None
 
@@ -133,8 +134,9 @@ def by_name(optimizer, state_dict: dict, *, strict: bool = True, rename: Rename 
                         f"param group {gi} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) takes "
                         f"parameters from saved groups whose {key!r} differ: there is no one value to continue from")
                 group[key] = value
-        for key, value in current_group.items():  # keys the save lacks (a flag newer than the checkpoint)
-            if key not in group and key not in ("params", "param_names"):
+        for key, value in current_group.items():  # keys the save lacks (a flag newer than the checkpoint), and
+            # how this optimizer runs: a checkpoint holds what was learned, not foreach/fused/capturable (F47)
+            if (key not in group or key in IMPLEMENTATION_FLAGS) and key not in ("params", "param_names"):
                 group[key] = copy.deepcopy(value)
         group["params"], group["param_names"] = [], list(names)
         for name, param in zip(names, current_group["params"]):
@@ -202,7 +204,10 @@ def load_state_dict_by_name(optimizer, state_dict: dict, *, strict: bool = True,
     A current param group that holds the parameters of one saved group (bar any it no longer has) resumes
     with that group's saved hyperparameters; parameters regrouped otherwise (split, merged, moved) take
     the hyperparameters of their new group, and keys the save lacks (a flag newer than the checkpoint)
-    keep the current group's value. A group's own state (keys its constructor does not take: a per-group step
+    keep the current group's value. The implementation flags (``IMPLEMENTATION_FLAGS``: foreach, fused,
+    capturable, differentiable) always keep the loading optimizer's own: torch's loader takes the checkpoint's,
+    so a capturable optimizer that loads a non-capturable checkpoint can no longer be captured (finding F47).
+    A group's own state (keys its constructor does not take: a per-group step
     counter, see ``group_state``) follows the parameters: a regrouped group continues from the value its
     parameters' saved groups agree on, and is refused naming the key where they disagree. With ``strict`` (the
     default) a current name missing from the save, a saved name the optimizer does not have, or state under ids

@@ -132,6 +132,7 @@ class Scenario:
         return not (self.save_impl or self.devices or self.load_dtype)
 
 
+SHAPE_REFUSAL = "changed shape"  # what the by-name load says refusing a state tensor of another shape
 IMPLEMENTATION_CHAIN = ("for-loop", "foreach", "fused", "compiled")
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -160,7 +161,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("compile_prefix", "loaded into a torch.compile'd model's names (_orig_mod.*)",
              load=Layout(prefix="_orig_mod."), rename=lambda n: "_orig_mod." + n),
     Scenario("shape_changed", "loaded with the first matrix grown by one row", load=Layout(grown=True),
-             refuses="changed shape"),
+             refuses=SHAPE_REFUSAL),
     Scenario("cross_implementation", "saved by the previous implementation of for-loop, foreach, fused, compiled "
              "(for-loop: by foreach)", save_impl="previous"),
     Scenario("cuda_to_cpu", "saved on CUDA, loaded on CPU", devices=("cuda", "cpu")),
