@@ -72,3 +72,15 @@ def test_every_declared_deviation_is_a_documented_finding_with_a_script():
             assert list((REPO / "docs" / "findings").glob(f"{d.finding}_*.py")), d.finding
     for fid in re.findall(r"^## (F\d+):", findings, re.M):
         assert list((REPO / "docs" / "findings").glob(f"{fid}_*.py")), f"{fid} has no plain-torch script"
+
+
+def test_a_deviation_declared_for_a_device_applies_only_on_it():
+    """F44 (fused CUDA Adam) is judged on CUDA runs only; F01 (fused CPU SGD) on CPU runs only."""
+    adam = resolve(composed("adam").suite)[0]
+    assert any(d.finding == "F44" for d in adam.on_device("cuda").deviations)
+    on_cpu = adam.on_device("cpu")
+    assert not any(d.finding == "F44" for d in on_cpu.deviations)
+    assert any(d.finding == "F44" for d in on_cpu.deviations_elsewhere)
+    sgd = resolve(composed("sgd").suite)[0]
+    assert any(d.finding == "F01" for d in sgd.on_device("cpu").deviations)
+    assert not any(d.finding == "F01" for d in sgd.on_device("cuda").deviations)

@@ -13,7 +13,7 @@ GROUP = frozenset({"match", "options"})
 ONE_STEP = frozenset({"skip_dtypes", "note"})
 ERROR_INPUT = frozenset({"desc", "options", "params", "raises", "match", "at", "grad", "meta"})
 DEVIATION = frozenset({"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps",
-                       "size", "kind", "intermittent", "check", "gate", "torch"})
+                       "size", "kind", "intermittent", "check", "gate", "torch", "device"})
 
 
 def check(c, allowed, what: str) -> None:

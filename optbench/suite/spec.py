@@ -180,6 +180,7 @@ class Deviation:
     gate: str = "*"  # the parity gate it covers: trajectory, one-step, or both (docs/tolerances.md); for
     # check: roundtrip, a glob over the scenario names (optbench.state.scenarios)
     torch: str = ""  # the torch versions it is declared for (a PEP 440 specifier, "<2.14"); "": every version
+    device: str = "*"  # a glob over the device type of the run it is declared for (cpu, cuda): a kernel's finding
 
     def applies_to_torch(self, version: str | None = None) -> bool:
         """Whether the running torch (or ``version``) is in the declared range; local labels (+cpu) ignored."""
@@ -229,7 +230,7 @@ class Deviation:
                    max_err_eps=float(c.max_err_eps) if c.get("max_err_eps") is not None else None,
                    size=str(c.get("size", "any")), kind=_glob(c.get("kind")),
                    intermittent=bool(c.get("intermittent", False)), check=str(c.get("check", "parity")),
-                   gate=_glob(c.get("gate")), torch=str(c.get("torch") or ""))
+                   gate=_glob(c.get("gate")), torch=str(c.get("torch") or ""), device=_glob(c.get("device")))
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,14 @@ class Suite:
         """Whether ``impl`` is a candidate of another class than the one this suite describes (nor a subclass of it):
         held to the documented algorithm, not to torch's messages, conventions or state_dicts."""
         return impl.is_candidate and not self.described_by_deviations(impl.optimizer_class)
+
+    def on_device(self, device: str) -> Suite:
+        """This suite as a run on ``device`` (a device type) declares it: deviations declared for another device
+        move to ``deviations_elsewhere`` (a CPU kernel's finding is judged plainly on CUDA, and the reverse)."""
+        here = tuple(d for d in self.deviations if fnmatch.fnmatchcase(device, d.device))
+        return replace(self, deviations=here,
+                       deviations_elsewhere=self.deviations_elsewhere + tuple(d for d in self.deviations
+                                                                              if d not in here))
 
     def restricted(self, *, hparams: list[str] | None = None, dtypes: list[str] | None = None) -> Suite:
         """This suite with only some hparam sets (by name; unknown names ignored) and dtypes."""
