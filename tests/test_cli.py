@@ -50,6 +50,7 @@ def failing(tmp_path):
     (["run", "suite=adam", "options={lr: 0.1, amsgrd: true}"], "Adam takes no amsgrd"),
     (["run", "suite=adam", "hparams=[defualt]"], "suite 'adam' has no hparam set 'defualt': did you mean 'default'?"),
     (["run", "suite=adam", "hparams=first", "options={lr: 0.1}"], "hparams= and options= both choose"),
+    (["run", "suite=smoke", "hparams=[defualt]"], "no suite of this run has an hparam set 'defualt'"),
     (["run", "suite=adam", "options=3"], "options= must be a mapping"),
     (["run", "suite=adam", "report.plots=maybe"], "report.plots=maybe: need true or false"),
     (["run", "suite=all", "candidate=torch.optim.Adam"], "need a single-optimizer suite"),

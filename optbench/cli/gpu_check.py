@@ -191,7 +191,11 @@ def gpu_check_command(args: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     from optbench.report.gpu_check import summary
 
-    machine = probe(ns.device)
+    try:
+        machine = probe(ns.device)
+    except Exception as exc:  # a device that fails its first kernels: nothing after it would be worth running
+        raise UsageError(f"gpu-check: probing {ns.device} failed: {type(exc).__name__}: "
+                         f"{(str(exc).splitlines() or [''])[0][:200]}") from None
     print(f"optbench gpu-check: {machine['about']}; {machine['gb_per_s']:.0f} GB/s measured; {len(sections)} "
           f"section(s) in {ns.budget_s:.0f} s; reports under {out}/", flush=True)
     codes, ends, start = {}, {}, time.monotonic()

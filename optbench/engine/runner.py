@@ -40,6 +40,7 @@ from optbench.engine.selection import (
     resolve_device,
     resolve_dtypes,
     resolve_hparams,
+    resolve_hparams_somewhere,
     resolve_implementations,
     resolve_jobs,
     resolve_max_failures,
@@ -110,6 +111,8 @@ class SuiteRun:
         self.device = resolve_device(cfg.device.name)
         self.suites = [resolve_hparams(cfg, resolve_options(cfg, s), lenient=meta).on_device(self.device.type)
                        for s in suites]
+        if meta:
+            resolve_hparams_somewhere(cfg, suites)
         self.checks = resolve_checks(cfg)
         candidate = resolve_candidate(cfg, self.suites[0]) if cfg.candidate else None
         self.ctx = RunContext(

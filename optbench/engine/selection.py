@@ -169,6 +169,18 @@ def resolve_hparams(cfg: DictConfig, suite: Suite, lenient: bool = False) -> Sui
     return suite.restricted(hparams=[n for n in names if n in known] or known[:1])
 
 
+def resolve_hparams_somewhere(cfg: DictConfig, suites: list[Suite]) -> None:
+    """A meta-suite's ``hparams=`` names: each must be a set of at least one member (a typo is one line, never every
+    member's first set in its place)."""
+    value = cfg.get("hparams", "all")
+    if value is None or value in ("all", "first", "default"):
+        return
+    known = sorted({h.name for s in suites for h in s.hparams})
+    for name in _names(value, "hparams"):
+        if name not in known:
+            raise UsageError(f"hparams: no suite of this run has an hparam set '{name}': {did_you_mean(name, known)}")
+
+
 CANDIDATE_DEVIATIONS = ("auto", "all", "none")
 
 
