@@ -204,7 +204,7 @@ def _triton(message_prefix: str = "optbench's Triton Adafactor"):
 
 
 def _triton_step(plans: dict, group_index: int, items: list[tuple], hp: dict, mutation: str | None) -> None:
-    """Advance each tensor's step, then step each bucket (device, dtype, factored or not) through its cached plan."""
+    """Advance each tensor's step, then step each bucket (device, dtype, tile or vector) through its cached plan."""
     import numpy as np
 
     kernel = _triton()
@@ -218,9 +218,9 @@ def _triton_step(plans: dict, group_index: int, items: list[tuple], hp: dict, mu
             raise RuntimeError(f"optbench's Triton Adafactor does not step {p.dtype} parameters")
         if g.device != p.device or g.dtype != p.dtype:
             raise RuntimeError("optbench's Triton Adafactor needs each gradient on its parameter's device and dtype")
-        factored = p.dim() > 1
-        tensors, grads, values = buckets.setdefault((group_index, p.device, p.dtype, factored), ([], [], []))
-        tensors.append((p, row_var, col_var) if factored else (p, variance, None))
+        tile = kernel.tile(p.shape)  # a tensor's own (a bucket per tile: results independent of the grouping)
+        tensors, grads, values = buckets.setdefault((group_index, p.device, p.dtype, tile), ([], [], []))
+        tensors.append((p, row_var, col_var) if tile else (p, variance, None))
         grads.append(g)
         values.append(step.item())
     for key, (tensors, grads, values) in buckets.items():

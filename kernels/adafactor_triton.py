@@ -1,11 +1,12 @@
 """optbench's Adafactor step in Triton: torch.optim.Adafactor's math for a param group in a few launches.
 
-The device code (``kernels/adafactor_triton_kernels.py``) steps every tensor of a bucket (one dtype, factored or not)
-in each launch, reading the tensors' addresses, shapes and per-step scalars from a table sent to the device in one
-asynchronous copy a bucket and step: no host synchronisation and no launch per tensor. The table's layout (a
-``Plan``: the parameters' and state's addresses, shapes and strides, the programs, the partial sums' offsets) is
-built once and kept while the bucket's tensors stay where they are; a step writes only the gradients' addresses and
-the scalars of its step into it.
+The device code (``kernels/adafactor_triton_kernels.py``) steps every tensor of a bucket (one dtype and one tile
+size, or the vectors) in each launch, reading the tensors' addresses, shapes and per-step scalars from a table sent to
+the device in one asynchronous copy a bucket and step: no host synchronisation and no launch per tensor. A tensor's
+tile comes from its own shape (``tile``), so its update never depends on which tensors share its param group. The
+table's layout (a ``Plan``: the parameters' and state's addresses, shapes and strides, the programs, the partial sums'
+offsets) is built once and kept while the bucket's tensors stay where they are; a step writes only the gradients'
+addresses and the scalars of its step into it.
 
 A factored bucket (tensors of two or more dimensions, [B, N, M] over the last two) takes five launches:
 
@@ -44,11 +45,11 @@ import torch
 from . import adafactor_triton_kernels as dev
 from .adafactor_triton_kernels import kernels
 
-__all__ = ["Plan", "kernels", "step_bucket"]
+__all__ = ["Plan", "kernels", "step_bucket", "tile"]
 
 BR, BC = 256, 128  # rows and columns per program of the factors launch
 BV = 1024  # elements per program of the vector launches
-TILE_ELEMENTS = 4096  # a factored tile: BN x BM elements
+BN_MAX, BM_MAX = 32, 128  # a factored tile's rows and columns at most (4096 elements)
 MUTATIONS = {None: 0, "beta2_off_by_one": 0, "unscaled_weight_decay": 0, "unfloored_clipping": dev.MUT_UNFLOORED,
              "first_row_tile_columns": dev.MUT_FIRST_ROW_TILE, "unsquared_eps1": dev.MUT_UNSQUARED_EPS1,
              "rms_after_decay": dev.MUT_RMS_AFTER_DECAY}
@@ -75,15 +76,15 @@ class Plan:
     that cannot be addressed in place (a strided last dimension, leading dimensions that do not flatten) is stepped
     through a contiguous copy made each step and written back."""
 
-    def __init__(self, items: list[tuple], factored: bool):
+    def __init__(self, items: list[tuple], tile: tuple[int, int] | None):
         p0 = items[0][0]
-        self.factored, self.device, self.dtype = factored, p0.device, p0.dtype
+        self.factored, self.device, self.dtype = tile is not None, p0.device, p0.dtype
         self.acc = torch.float64 if p0.dtype == torch.float64 else torch.float32
         self.key = self.signature(items)
         self.shapes = [self._shape(p) for p, *_ in items]
+        factored = self.factored
         if factored:
-            self.bm = _pow2(max(m for _, _, m in self.shapes), 16, 128)
-            self.bn = _pow2(max(n for _, n, _ in self.shapes), 16, max(16, TILE_ELEMENTS // self.bm))
+            self.bn, self.bm = tile
         meta = np.zeros((len(items), dev.FW), dtype=np.int64)
         tiles, factors = [], []
         row_at = col_at = tile_at = rv_at = 0
@@ -224,10 +225,19 @@ class Plan:
         k["apply"][grid](meta, tiles, scal, rv_part, coef, self.max_nrb, **tile, RB=64, **const)
 
 
+def tile(shape: torch.Size) -> tuple[int, int] | None:
+    """A factored tensor's tile, (BN, BM): from its own last two dimensions only, so that its update does not depend
+    on which other tensors share its param group (the order of its sums is the tile's); None for a vector."""
+    if len(shape) < 2:
+        return None
+    return _pow2(shape[-2], 16, BN_MAX), _pow2(shape[-1], 16, BM_MAX)
+
+
 def step_bucket(plans: dict, key: tuple, items: list[tuple], grads: list, steps: np.ndarray, hp: dict,
                 mutation: str | None) -> None:
-    """Step one bucket through its plan in ``plans`` (built, or rebuilt where a tensor moved, as needed)."""
+    """Step one bucket (its key's last entry: the tile, ``tile``) through its plan in ``plans`` (built, or rebuilt
+    where a tensor moved, as needed)."""
     plan = plans.get(key)
     if plan is None or plan.key != Plan.signature(items):
-        plan = plans[key] = Plan(items, factored=key[-1])
+        plan = plans[key] = Plan(items, tile=key[-1])
     plan.step(items, grads, steps, hp, mutation)
