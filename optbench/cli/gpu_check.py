@@ -116,6 +116,8 @@ def run_section(section: Section, out: Path, deadline_s: float, device: str = "c
             ended = stopper.poll() or ended
         code = proc.wait()
         ended = stopper.poll(final=True) or ended
+        if stopper.how and code < 0:  # ended by the signal itself, before it could say anything
+            ended = f"stopped at its deadline by signal {-code}: what it finished is in its journal"
     # stopped at its deadline, it did not finish its plan: INCOMPLETE (4), not the user's SIGTERM (143)
     return (EXIT_INCOMPLETE if stopper.how and code != EXIT_OK else code), time.monotonic() - start, ended
 
