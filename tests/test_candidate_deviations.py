@@ -1,4 +1,4 @@
-"""A declared deviation is torch's (issue 19, scope 1): it covers torch's variants and a candidate that is or
+"""A declared deviation is torch's: it covers torch's variants and a candidate that is or
 subclasses the class it describes; any other candidate carrying a bug of the declared size fails."""
 
 import json

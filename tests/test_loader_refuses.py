@@ -1,4 +1,4 @@
-"""What optbench's by-name loader refuses (issue 18): every state tensor of the wrong shape (finding F31: a fused
+"""What optbench's by-name loader refuses: every state tensor of the wrong shape (finding F31: a fused
 CPU step does not check), state it cannot attribute to a named parameter, another optimizer class's state; and a
 refused or failed load leaves the optimizer exactly as it was."""
 

@@ -2,7 +2,7 @@
 correct torch. ``suite=all`` can stay green while one suite alone goes red (its cases then run in another
 order, in a fresh process, with a cold inductor cache), so each suite is run by itself, in its own process,
 with an empty inductor cache. Marked ``slow`` (about 35 minutes with ``-n 2`` on 2 cores): CI leaves it out; run it with
-``pytest -m slow`` before resolving an issue, and on every torch upgrade.
+``pytest -m slow`` before a release, and on every torch upgrade.
 """
 
 from __future__ import annotations

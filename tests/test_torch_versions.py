@@ -1,4 +1,4 @@
-"""Across torch versions (issue 19, scope 8): a declaration holds for its torch range only, and a torch that
+"""Across torch versions: a declaration holds for its torch range only, and a torch that
 lacks an optimizer gets its suites left out in one line, never a traceback."""
 
 import pytest

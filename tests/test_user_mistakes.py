@@ -1,4 +1,4 @@
-"""Every mistake a user can make that issue 18 found answering with a traceback or a misleading line: each is
+"""Every mistake a user can make that once answered with a traceback or a misleading line: each is
 one line on stderr, exit 2, naming the file (and line) or the key to fix. Nothing runs, nothing is written."""
 
 import json

@@ -1,4 +1,4 @@
-"""A PASS is the product (issue 18): a run that verified nothing is not PASS, and a check's ``requires`` holds.
+"""A PASS is the product: a run that verified nothing is not PASS, and a check's ``requires`` holds.
 
 Through the CLI as a user runs it, and through the pytest gate. The rule itself (``optbench.results.verdict``)
 is imported inside its tests, so the CLI tests say what they check even where it is missing.

@@ -1,4 +1,4 @@
-"""Comparing two runs that a performance engineer can gate merges on (issue 20), as benchmarks on a quiet machine:
+"""Comparing two runs that a performance engineer can gate merges on, as benchmarks on a quiet machine:
 
 * A/A: the main job's speed cases (suite=adafactor) timed twice with process-level repeats; ``optbench compare``
   flags at most 1 of them (of 22);

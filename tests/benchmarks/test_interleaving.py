@@ -1,4 +1,4 @@
-"""Why timings are interleaved and ratios paired (issue 20), as a benchmark: an A/A comparison (the same
+"""Why timings are interleaved and ratios paired, as a benchmark: an A/A comparison (the same
 optimizer twice) while busy processes start on every core half-way through. Timed one after the other, the
 second copy may take the whole slowdown (it prints that ratio); interleaved round by round, the paired ratio
 must stay within 5 % of 1.
