@@ -24,6 +24,9 @@ def test_dry_run_lists_every_section_and_its_command(capsys, tmp_path):
     out = capsys.readouterr().out
     for section in SECTIONS:
         assert f"  {section.name} (up to " in out
+        if section.scripts:
+            assert f"optbench gpu-check --findings {tmp_path / 'out' / section.name}.tsv" in out
+            continue
         line = next(ln.strip() for ln in out.splitlines() if f"out_dir={tmp_path / 'out' / section.name}" in ln)
         assert line.startswith("optbench run device=cuda ")
         compose_config(shlex.split(line)[2:])  # every section's overrides compose: no typo waits for a GPU
@@ -101,3 +104,20 @@ def test_triton_kernels_compile_for_hopper_without_a_gpu():
                                constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()})
             compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
             assert compiled.asm.get("cubin"), name
+
+
+def test_the_findings_section_runs_each_cuda_findings_script(tmp_path, capsys):
+    """Without a GPU every CUDA finding's script exits 2 (it cannot run): the section says so, and fails (exit 1),
+    never reading a script that did not run as a finding that no longer reproduces."""
+    from optbench.cli.gpu_check import cuda_findings
+    from optbench.report.gpu_check import _findings
+
+    scripts = cuda_findings()
+    assert {p.name.split("_")[0] for p in scripts} >= {"F44", "F45", "F46", "F47"}
+    code = main(["gpu-check", "--findings", str(tmp_path / "findings.tsv")])
+    table = _findings(tmp_path)
+    if torch.cuda.is_available():
+        assert set(table.exit) <= {0, 1}
+    else:
+        assert code == 1 and set(table.exit) == {2} and set(table.means) == {"could not run"}, table
+    assert len(table) == len(scripts)

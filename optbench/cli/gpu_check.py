@@ -34,13 +34,50 @@ class Section:
     what: str
     overrides: tuple[str, ...]
     share: float  # of the budget; time a section leaves unused passes to the next
+    scripts: bool = False  # the CUDA findings' plain-torch scripts instead of an optbench run
+
+    def shown(self, out: Path, case_timeout_s: int, device: str = "cuda") -> str:
+        """The command as a user would type it."""
+        argv = self.command(out, case_timeout_s, device)
+        return shlex.join(["optbench", *argv[3:]])
 
     def command(self, out: Path, case_timeout_s: int, device: str = "cuda") -> list[str]:
+        if self.scripts:
+            return [sys.executable, "-m", "optbench", "gpu-check", "--findings", str(out / f"{self.name}.tsv")]
         return [sys.executable, "-m", "optbench", "run", f"device={device}", *self.overrides,
                 f"out_dir={out / self.name}", "history_dir=null", f"case_timeout_s={case_timeout_s}"]
 
 
+FINDINGS = Path(__file__).resolve().parents[2] / "docs" / "findings"  # in the repository (not installed)
+SCRIPT_TIMEOUT_S = 120
+
+
+def cuda_findings() -> list[Path]:
+    """The findings' plain-torch scripts that need CUDA (each exits 2 without it), in the repository."""
+    return sorted(p for p in FINDINGS.glob("F*.py") if "torch.cuda.is_available()" in p.read_text())
+
+
+def run_findings(table: Path) -> int:
+    """Run each CUDA finding's script; ``table``: one line each, finding, exit code, its last line. Exit 1 where a
+    script could not run (2), crashed or hung; a finding that reproduces (1) or no longer does (0) is a result."""
+    rows, bad = [], False
+    for script in cuda_findings():
+        try:
+            proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                                  timeout=SCRIPT_TIMEOUT_S)
+            code, said = proc.returncode, (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:]
+        except subprocess.TimeoutExpired:
+            code, said = -1, [f"ran past {SCRIPT_TIMEOUT_S} s"]
+        bad |= code not in (0, 1)
+        rows.append(f"{script.name.split('_')[0]}\t{code}\t{(said or [''])[0][:200]}")
+        print(f"  {script.name}: exit {code}: {(said or [''])[0][:200]}", flush=True)
+    table.write_text("\n".join(rows) + "\n")
+    return 1 if bad or not rows else EXIT_OK
+
+
 SECTIONS = (
+    Section("findings", "the CUDA findings' plain-torch scripts (docs/findings): each exits 1 while it reproduces, 0 "
+            "once torch is fixed", (), 0.06, scripts=True),
     Section("adafactor", "suite=adafactor as a user runs it on CUDA: every check, torch's variants and optbench's "
             "Triton kernel (impl=optbench), parity at every dtype, speed and % of roofline",
             ("suite=adafactor", "speed.min_run_time=0.2"), 0.25),
@@ -166,10 +203,16 @@ def gpu_check_command(args: list[str]) -> int:
     parser.add_argument("--only", nargs="+", default=None, metavar="SECTION", help="only these sections")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: a rehearsal of the same plan on the CPU (slow; for testing the check itself)")
+    parser.add_argument("--archive", type=Path, default=None, metavar="FILE.tgz",
+                        help="also keep the reports as a gzipped tar, rewritten after every section (a command cut "
+                             "at a time limit still leaves the sections it finished)")
+    parser.add_argument("--findings", type=Path, default=None, help=argparse.SUPPRESS)  # the findings section's runner
     parser.add_argument("--out", type=Path, default=None,
                         help="where the runs go (default reports/examples/cuda-<gpu>); each section's folder must "
                              "not exist yet")
     ns = parser.parse_args(args)
+    if ns.findings is not None:
+        return run_findings(ns.findings)
     if ns.budget_s <= 0:
         raise UsageError(f"gpu-check: --budget-s {ns.budget_s:g}: need a positive number of seconds")
     sections = plan(ns.only)
@@ -180,9 +223,11 @@ def gpu_check_command(args: list[str]) -> int:
     out = ns.out or Path("reports/examples") / (f"cuda-{named}" if ns.device == "cuda" else "gpu-check-rehearsal-cpu")
     if ns.dry_run:
         print(f"optbench gpu-check: {len(sections)} section(s) in {ns.budget_s:.0f} s, reports under {out}/")
+        if any(s.scripts for s in sections):
+            print(f"  (the findings section runs {len(cuda_findings())} script(s) of {FINDINGS})")
         for s, budget in zip(sections, _budgets(sections, ns.budget_s)):
             print(f"  {s.name} (up to {budget:.0f} s and what earlier sections leave): {s.what}\n"
-                  f"    {shlex.join(['optbench', *s.command(out, int(budget), ns.device)[3:]])}")
+                  f"    {s.shown(out, int(budget), ns.device)}")
         return EXIT_OK
     if ns.device == "cuda" and not has_gpu:
         raise UsageError(f"gpu-check: no CUDA device here (torch {torch.__version__}, built with CUDA "
@@ -209,12 +254,25 @@ def gpu_check_command(args: list[str]) -> int:
             continue
         ends[section.name] = run_section(section, out, deadline, ns.device)
         codes[section.name] = ends[section.name][0]
+        _keep(out, summary(out, sections, ends, machine), ns.archive)
     text = summary(out, sections, ends, machine)
-    (out / "summary.md").write_text(text)
+    _keep(out, text, ns.archive)
     print("\n" + text)
     if len(codes) < len(sections):
         return worst([*codes.values(), EXIT_INCOMPLETE])  # a section not run: the check did not finish its plan
     return worst(codes.values()) if codes else EXIT_USAGE
+
+
+def _keep(out: Path, text: str, archive: Path | None) -> None:
+    """summary.md as it stands, and the archive of ``out`` rewritten whole (atomically: a cut leaves the last one)."""
+    (out / "summary.md").write_text(text)
+    if archive is not None:
+        import tarfile
+
+        partial = archive.with_name(archive.name + ".partial")
+        with tarfile.open(partial, "w:gz") as tar:
+            tar.add(out, arcname=out.name)
+        os.replace(partial, archive)
 
 
 def _budgets(sections: list[Section], total: float) -> list[float]:

@@ -82,16 +82,36 @@ def _speed_table(out: Path) -> str:
     return wide.reset_index().fillna("").to_markdown(index=False)
 
 
+FINDING_EXITS = {0: "no longer reproduces (remove its declaration once the fix is released)",
+                 1: "reproduces (as declared)", 2: "could not run"}
+
+
+def _findings(out: Path) -> pd.DataFrame:
+    """The findings section's table (finding, exit code, what the script said last) with what each exit means."""
+    path = out / "findings.tsv"
+    if not path.is_file():
+        return pd.DataFrame()
+    rows = [line.split("\t", 2) for line in path.read_text().splitlines() if line.strip()]
+    return pd.DataFrame([{"finding": f, "exit": int(c), "means": FINDING_EXITS.get(int(c), "crashed or hung"),
+                          "it said": said.replace("|", "/")} for f, c, said in rows])
+
+
 def summary(out: Path, sections, ends: dict, machine: dict) -> str:
     """The check's Markdown summary; ``ends``: section name -> (exit code or None, seconds, how it ended)."""
     lines = [f"# optbench gpu-check: {machine['name']}", "", f"{machine['about']}. Measured memory bandwidth (in-place "
              f"stream over {machine['probe_gib']:g} GiB, the best of scale/axpy/addcmul: {machine['probe_kernel']}): "
              f"**{machine['gb_per_s']:.0f} GB/s**.", "", "| section | exit | verdict | seconds | how it ended |",
              "|---|---|---|---|---|"]
+    findings = _findings(out)
     for s in sections:
         code, seconds, how = ends.get(s.name, (None, 0.0, "not run"))
         verdict = _verdict_line(out / f"{s.name}.log").replace("|", "/") if code is not None else "-"
+        if getattr(s, "scripts", False) and code is not None:
+            counts = findings["means"].value_counts() if len(findings) else {}
+            verdict = "; ".join(f"{n} {what.split(' (')[0]}" for what, n in counts.items()) or "no script ran"
         lines.append(f"| {s.name} | {'-' if code is None else code} | {verdict} | {seconds:.0f} | {how} |")
+    if len(findings):
+        lines += ["", "## CUDA findings' scripts", "", _md(findings)]
     failures = _failures(sections, out)
     lines += ["", f"## Failing, erroring and xpassing cases ({len(failures)})", "",
               _md(failures.head(SHOWN_FAILURES))]
