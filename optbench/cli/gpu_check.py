@@ -89,10 +89,10 @@ SECTIONS = (
             "64 tensors: optbench's Triton kernel against torch's foreach and for-loop, float32 and bfloat16",
             ("suite=adafactor", "checks=[scaling]", "impl=[optbench,foreach,for-loop]", "dtype=[float32,bfloat16]",
              "scaling.params=[1e6,1e7,1e8]", "scaling.tensor_counts=[64]", "scaling.dtypes=null"), 0.15),
-    Section("speed", "every suite's step time, memory and % of roofline on the model workload (4e6 parameters), "
-            "float32 and bfloat16, every variant",
-            ("suite=all", "hparams=first", "dtype=[float32,bfloat16]", "checks=[speed,memory]", "speed.edge_cases=[]",
-             "speed.min_run_time=0.1", "speed.min_rounds=5"), 0.2),
+    Section("speed", "every suite's step time and % of roofline on the model workload (4e6 parameters), float32, "
+            "every variant (the first GPU run timed 39 cases in 87 s: float32 alone, 3 rounds each)",
+            ("suite=all", "hparams=first", "dtype=float32", "checks=[speed]", "speed.edge_cases=[]",
+             "speed.min_run_time=0.05", "speed.min_rounds=3"), 0.2),
 )
 
 
