@@ -27,7 +27,7 @@ def describe() -> str:
                          f"is missing from {torch.__version__}): suite={suite.name} does not run here, suite=all "
                          "leaves it out")
             continue
-        findings = sorted({d.finding for d in suite.deviations})
+        findings = sorted({d.finding + (f" ({d.device} only)" if d.device != "*" else "") for d in suite.deviations})
         elsewhere = sorted({f"{d.finding} (torch{d.torch})" for d in suite.deviations_elsewhere})
         elsewhere += [f"hparam set {h.name} (torch{h.torch})" for h in suite.hparams_elsewhere]
         lines.append(f"  {suite.name:<11} {suite.optimizer:<11} dtypes {','.join(suite.dtypes)}; "
@@ -41,6 +41,8 @@ def describe() -> str:
                 why = "needs CUDA" if impl.needs_cuda and device.type != "cuda" else "unavailable"
                 cells.append(f"{impl.name}({','.join(ok) if ok else why})")
             lines.append(f"    {device.type}: {' '.join(cells)}")
+        if suite.implementations:
+            lines.append("    the suite's own: " + ", ".join(f"{n} ({c})" for n, c in suite.implementations.items()))
     candidate_only = candidate_suite_names()
     meta = [n for n in suite_files() if n not in optimizer_suite_names() and n not in candidate_only]
     others = sorted(n for n in dir(torch.optim) if isinstance(getattr(torch.optim, n), type)
