@@ -177,7 +177,7 @@ class Adafactor(Optimizer):
                 build().step(pick(params), pick(grads), pick(steps), pick(row_vars), pick(col_vars), pick(variances),
                              hp["lr"], hp["beta2_decay"], hp["eps1"], hp["eps2"], hp["d"], hp["weight_decay"],
                              hp["maximize"])
-            rest = [i for i in range(len(params)) if i not in set(on_cpu)]
+            rest = [i for i in range(len(params)) if i not in set(on_cpu)] if on_cpu else range(len(params))
             if rest:
                 if getattr(self, "_triton_plans", None) is None:  # per bucket; not state: never saved
                     self._triton_plans = {}
