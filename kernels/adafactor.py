@@ -37,6 +37,8 @@ kernels cannot run (no triton; CPU tensors without TRITON_INTERPRET=1).
 from __future__ import annotations
 
 import pathlib
+import time
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
@@ -67,14 +69,49 @@ def build():
             from torch.utils.cpp_extension import load
 
             suffix, cflags, ldflags = _flags()
-            _BUILT["module"] = load(name=f"optbench_adafactor_{suffix}", sources=[str(SOURCE)], extra_cflags=cflags,
-                                    extra_ldflags=ldflags, verbose=False)
+            name = f"optbench_adafactor_{suffix}"
+            with _build_guard(name):
+                _BUILT["module"] = load(name=name, sources=[str(SOURCE)], extra_cflags=cflags, extra_ldflags=ldflags,
+                                        verbose=False)
         except Exception as exc:
             lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
             reason = next((ln for ln in lines if "error" in ln.lower() and ln != lines[0]), lines[0])
             _BUILT["error"] = f"optbench's Adafactor kernel could not be built: {reason[:300]}"
             raise RuntimeError(_BUILT["error"]) from None
     return _BUILT["module"]
+
+
+@contextmanager
+def _build_guard(name: str, patience_s: float = 900.0):
+    """Hold an exclusive ``flock`` on the extension's build folder while torch loads (and builds) it, and remove a
+    ``lock`` file of torch's that no one holds. torch guards a build with a plain file (``FileBaton``) that a process
+    killed mid-build leaves behind, after which every process waits on it forever (a run stopped by SIGTERM at the
+    wrong moment hung every later run); the kernel releases a flock with its holder. RuntimeError, in one line, after
+    ``patience_s`` of another process building."""
+    try:
+        import fcntl
+
+        from torch.utils.cpp_extension import _get_build_directory
+    except ImportError:  # not POSIX, or a torch without it: torch's own lock alone
+        yield
+        return
+    folder = pathlib.Path(_get_build_directory(name, verbose=False))
+    with open(folder / "optbench.flock", "w") as guard:
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"another process has been building {name} in {folder} for "
+                                       f"{patience_s:.0f} s") from None
+                time.sleep(0.2)
+        (folder / "lock").unlink(missing_ok=True)  # every optbench build holds the flock first: nobody holds this
+        try:
+            yield
+        finally:
+            fcntl.flock(guard, fcntl.LOCK_UN)
 
 
 def _scalar_dtype() -> torch.dtype:

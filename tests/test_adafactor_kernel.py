@@ -9,6 +9,7 @@ The reference runs in long double, so that its own float64 rounding is not count
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -369,3 +370,26 @@ def test_layouts_agree_column_major_stepped_in_place():
             for name, value in base_state.items():
                 assert err_eps(state[name].double().numpy(), value.double().numpy(),
                                torch.finfo(torch.float32).eps) <= 2, (key, name)
+
+
+def test_a_build_lock_left_by_a_killed_process_does_not_hang_the_next_build(tmp_path):
+    """torch guards a JIT build with a plain ``lock`` file, which a process killed mid-build leaves behind; every later
+    load waited on it forever (a run stopped by SIGTERM while building hung every later run). optbench's build holds a
+    flock, which dies with its holder, and removes a torch lock no one holds: the next build goes on."""
+    import shutil
+    import subprocess
+    import sys
+
+    from torch.utils.cpp_extension import _get_build_directory
+
+    kernel.build()  # the extension as built here, copied (timestamps kept: ninja has nothing to do)
+    name = f"optbench_adafactor_{kernel._flags()[0]}"
+    copy = tmp_path / name
+    shutil.copytree(_get_build_directory(name, verbose=False), copy)
+    (copy / "optbench.flock").unlink(missing_ok=True)
+    (copy / "lock").touch()  # what a process killed while building leaves
+    proc = subprocess.run([sys.executable, "-c", "from optbench.kernels.adafactor import build; build(); print('ok')"],
+                          env={**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
+    assert not (copy / "lock").exists()
