@@ -72,6 +72,26 @@ def _update(row, sc, rv_part, n, m, b, rows, cols, g, max_nrb, DT: tl.constexpr,
 
 
 @triton.jit
+def _lerp(old, end, w):
+    """torch's lerp: old + w (end - old), from the end's side for w >= 0.5."""
+    return tl.where(w < 0.5, old + w * (end - old), end - (end - old) * (1.0 - w))
+
+
+@triton.jit
+def _lerped(base, stride, count, max_count, idx, limit, divisor, target, w, DT: tl.constexpr, ACC: tl.constexpr,
+            SIZE: tl.constexpr):
+    """A factor's new values at ``idx`` (< ``limit``): the mean of ``count`` partial sums (``stride`` apart from
+    ``base``; over ``divisor`` elements) lerped into ``target`` with weight ``w``, stored there and returned."""
+    total = tl.zeros([SIZE], dtype=ACC)
+    for t in range(0, max_count):  # loop bounds are arguments: Triton's interpreter takes no loaded ones
+        total += tl.load(base + t * stride + idx, mask=idx < tl.where(t < count, limit, 0), other=0.0)
+    old = tl.load(target, mask=idx < limit, other=0.0).to(ACC)
+    new = _lerp(old, total / divisor.to(ACC), w).to(DT)
+    tl.store(target, new, mask=idx < limit)
+    return new
+
+
+@triton.jit
 def sums(meta, progs, scal, row_part, col_part, p_part, DT: tl.constexpr, ACC: tl.constexpr, MUT: tl.constexpr,
          BN: tl.constexpr, BM: tl.constexpr):
     pid = tl.program_id(0)
@@ -97,36 +117,19 @@ def factors(meta, progs, scal, row_part, col_part, rv_part, max_tm, max_tn, DT: 
     per_b = nrb + (m + BC - 1) // BC
     b, blk = local // per_b, local % per_b
     w = tl.load(scal + k * _SW + S_W).to(ACC)
-    if blk < nrb:  # rows: reduce the row partials over the tiles of a row, lerp row_var (names differ by branch:
-        # Triton types a name by both branches of an if)
-        tiles_m = tl.load(row + F_TM)
+    if blk < nrb:  # rows: the row partials over the tiles of a row; the row block's sum of the stored row_var
         rows = blk * BR + tl.arange(0, BR)
-        rmask = rows < n
-        row_sum = tl.zeros([BR], dtype=ACC)
-        row_base = row_part + tl.load(row + F_ROWP) + b * tiles_m * n
-        for t in range(0, max_tm):  # loop bounds are arguments: Triton's interpreter takes no loaded ones
-            row_sum += tl.load(row_base + t * n + rows, mask=rows < tl.where(t < tiles_m, n, 0), other=0.0)
-        row_mean = row_sum / m.to(ACC)
+        base = row_part + tl.load(row + F_ROWP) + b * tl.load(row + F_TM) * n
         r_ptr = tl.load(row + F_R).to(tl.pointer_type(DT)) + b * n + rows
-        r_old = tl.load(r_ptr, mask=rmask, other=0.0).to(ACC)
-        r_new = tl.where(w < 0.5, r_old + w * (row_mean - r_old), row_mean - (row_mean - r_old) * (1.0 - w)).to(DT)
-        tl.store(r_ptr, r_new, mask=rmask)
-        tl.store(rv_part + tl.load(row + F_RVP) + b * nrb + blk, tl.reduce(tl.where(rmask, r_new.to(ACC), 0.0), 0,
+        stored = _lerped(base, n, tl.load(row + F_TM), max_tm, rows, n, m, r_ptr, w, DT, ACC, BR)
+        tl.store(rv_part + tl.load(row + F_RVP) + b * nrb + blk, tl.reduce(tl.where(rows < n, stored.to(ACC), 0.0), 0,
                                                                             _sum))
-    else:  # columns: reduce the column partials over the tiles of a column, lerp col_var
-        tiles_n = tl.load(row + F_TN)
+    else:  # columns: the column partials over the tiles of a column
         cols = (blk - nrb) * BC + tl.arange(0, BC)
-        cmask = cols < m
-        col_sum = tl.zeros([BC], dtype=ACC)
-        col_base = col_part + tl.load(row + F_COLP) + b * tiles_n * m
-        reduced = 1 if MUT == _M2 else tiles_n
-        for t in range(0, max_tn):
-            col_sum += tl.load(col_base + t * m + cols, mask=cols < tl.where(t < reduced, m, 0), other=0.0)
-        col_mean = col_sum / n.to(ACC)
+        base = col_part + tl.load(row + F_COLP) + b * tl.load(row + F_TN) * m
+        reduced = 1 if MUT == _M2 else tl.load(row + F_TN)
         c_ptr = tl.load(row + F_C).to(tl.pointer_type(DT)) + b * m + cols
-        c_old = tl.load(c_ptr, mask=cmask, other=0.0).to(ACC)
-        c_new = tl.where(w < 0.5, c_old + w * (col_mean - c_old), col_mean - (col_mean - c_old) * (1.0 - w)).to(DT)
-        tl.store(c_ptr, c_new, mask=cmask)
+        _lerped(base, m, reduced, max_tn, cols, m, n, c_ptr, w, DT, ACC, BC)
 
 
 @triton.jit
@@ -188,7 +191,7 @@ def vector_sums(meta, progs, scal, u_part, p_part, DT: tl.constexpr, ACC: tl.con
     old = tl.load(v_ptrs, mask=mask, other=0.0).to(ACC)
     w = tl.load(sc + S_W).to(ACC)
     g2 = g * g
-    new = tl.where(w < 0.5, old + w * (g2 - old), g2 - (g2 - old) * (1.0 - w)).to(DT)
+    new = _lerp(old, g2, w).to(DT)
     tl.store(v_ptrs, new, mask=mask)
     floor = tl.load(sc + S_EPS1).to(ACC) if MUT == _M3 else tl.load(sc + S_EPS1SQ).to(ACC)
     u = g / tl.sqrt(tl.maximum(new.to(ACC), floor))
