@@ -178,13 +178,19 @@ def apply(meta, progs, scal, rv_part, coef, max_nrb, DT: tl.constexpr, ACC: tl.c
 
 
 @triton.jit
+def _span(meta, progs, scal, pid, BV: tl.constexpr):
+    """A vector program's tensor (k, its table rows) and the elements it covers (offsets, in-bounds mask)."""
+    k, local = tl.load(progs + 2 * pid), tl.load(progs + 2 * pid + 1)
+    row = meta + k * _FW
+    offs = local * BV + tl.arange(0, BV)
+    return k, row, scal + k * _SW, offs, offs < tl.load(row + F_M)
+
+
+@triton.jit
 def vector_sums(meta, progs, scal, u_part, p_part, DT: tl.constexpr, ACC: tl.constexpr, MUT: tl.constexpr,
                 BV: tl.constexpr):
     pid = tl.program_id(0)
-    k, local = tl.load(progs + 2 * pid), tl.load(progs + 2 * pid + 1)
-    row, sc = meta + k * _FW, scal + k * _SW
-    offs = local * BV + tl.arange(0, BV)
-    mask = offs < tl.load(row + F_M)
+    k, row, sc, offs, mask = _span(meta, progs, scal, pid, BV)
     g = tl.load(tl.load(row + F_G).to(tl.pointer_type(DT)) + offs, mask=mask, other=0.0).to(ACC)
     p = tl.load(tl.load(row + F_P).to(tl.pointer_type(DT)) + offs, mask=mask, other=0.0).to(ACC)
     v_ptrs = tl.load(row + F_R).to(tl.pointer_type(DT)) + offs
@@ -204,10 +210,7 @@ def vector_sums(meta, progs, scal, u_part, p_part, DT: tl.constexpr, ACC: tl.con
 @triton.jit
 def vector_apply(meta, progs, scal, coef, DT: tl.constexpr, ACC: tl.constexpr, MUT: tl.constexpr, BV: tl.constexpr):
     pid = tl.program_id(0)
-    k, local = tl.load(progs + 2 * pid), tl.load(progs + 2 * pid + 1)
-    row, sc = meta + k * _FW, scal + k * _SW
-    offs = local * BV + tl.arange(0, BV)
-    mask = offs < tl.load(row + F_M)
+    k, row, sc, offs, mask = _span(meta, progs, scal, pid, BV)
     g = tl.load(tl.load(row + F_G).to(tl.pointer_type(DT)) + offs, mask=mask, other=0.0).to(ACC)
     p_ptrs = tl.load(row + F_P).to(tl.pointer_type(DT)) + offs
     p = tl.load(p_ptrs, mask=mask, other=0.0).to(ACC)
