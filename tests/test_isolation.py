@@ -182,3 +182,22 @@ def test_a_declared_raise_matches_a_subclass_as_torch_compile_wraps_it():
     f17 = Deviation(finding="F17", reason="", raises="RuntimeError")
     assert f17.raised_by(RuntimeError("view")) and f17.raised_by(TorchRuntimeError("fake tensor call"))
     assert not f17.raised_by(ValueError("view")) and not Deviation(finding="F", reason="").raised_by(RuntimeError())
+
+
+def test_sigterm_while_planning_says_so_and_is_never_a_pass(tmp_path):
+    """Planning probes every implementation, which can take minutes (the adafactor suite's C++ kernel builds in an
+    empty extensions folder); a SIGTERM then ended the process silently (no line, no results). Now: one line, results
+    marked INCOMPLETE, exit 143."""
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "OPTBENCH_PLOTS": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "optbench", "run", "suite=adafactor", "checks=[parity]",
+                             f"out_dir={tmp_path / 'run'}", "history_dir=null"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout.readline().startswith("optbench: 1 suite(s) (adafactor)")  # planning starts after this line
+    time.sleep(3)  # the kernel build takes longer than this on any machine
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out
+    assert "interrupted by SIGTERM while planning" in out and "verdict: INCOMPLETE" in out, out
+    meta, _ = load_run(tmp_path / "run")
+    assert meta["run"]["status"] == "interrupted"
+    assert not list((tmp_path / "ext").glob("*/lock"))  # torch's build lock let go

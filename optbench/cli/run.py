@@ -51,8 +51,10 @@ def say_how_it_ended(results) -> int:
     if (out / "results.json").is_file() and run.get("status") != "crashed" or run.get("status") == "interrupted":
         print(f"results: {out / 'results.json'} (+ results.csv)\nreport:  {out / 'report.md'}")
     if run.get("status") not in (None, FINISHED):
-        print(f"optbench: {run['how']}: {run.get('finished_cases')} of {run.get('planned_cases')} cases ran; "
-              f"'optbench resume {out}' runs the rest", file=sys.stderr)
+        rest = (f"'optbench resume {out}' runs the rest" if run.get("planned_cases") else
+                "no case had started: run it again")
+        print(f"optbench: {run['how']}: {run.get('finished_cases')} of {run.get('planned_cases')} cases ran; {rest}",
+              file=sys.stderr)
     outcome = results.verdict  # computed over every row: once
     print("verdict:", outcome)
     return 128 + run["signal"] if run.get("signal") else outcome.exit_code

@@ -190,7 +190,14 @@ class SuiteRun:
         lock = claim(self.results.out_dir, resume=resume is not None)
         try:
             self.start()
-            plan = self.plan()
+            try:
+                with sigterm_interrupts():  # planning probes the implementations (a kernel may build): minutes
+                    plan = self.plan()
+            except Interrupted as exc:  # before any case: said in one line, never a silent death
+                self._by_case = {}
+                return self.finish(run={"status": "interrupted", "how": f"interrupted by {exc} while planning",
+                                        "signal": exc.signum, "planned_cases": 0, "finished_cases": 0,
+                                        "jobs": self.jobs})
             if resume is not None and resume.header.get("fingerprint") != self.plan_fingerprint():
                 raise UsageError(f"{resume.path}: this optbench plans other cases for the run's config than the run "
                                  "did (optbench, torch or a suite file changed?): it cannot be resumed")
