@@ -152,21 +152,19 @@ def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
 def resolve_hparams(cfg: DictConfig, suite: Suite, lenient: bool = False) -> Suite:
     """``hparams=``: the suite's hparam sets a run takes: all, first, default (the first and the round-trip set), or a
     list of their names (one line naming the suite's sets for a name it lacks; ``lenient``, a meta-suite's members:
-    the named ones each has, else its first)."""
+    the named ones each has, else its first; ``resolve_hparams_somewhere`` checks the names there)."""
     value = cfg.get("hparams", "all")
     if value is None or value == "all":
         return suite
     if cfg.get("options") is not None:
         raise UsageError("hparams= and options= both choose the hparam sets: give one of them")
-    first = [suite.hparams[0].name]
-    names = first if value == "first" else list(dict.fromkeys(first + [suite.roundtrip_hparams])) \
-        if value == "default" else _names(value, "hparams")
+    names = suite.hparam_names(value if value in ("first", "default") else _names(value, "hparams"))
     known = [h.name for h in suite.hparams]
     unknown = [n for n in names if n not in known]
     if unknown and not lenient:
         raise UsageError(f"hparams: suite {suite.name!r} has no hparam set '{unknown[0]}': "
                          f"{did_you_mean(unknown[0], known)}")
-    return suite.restricted(hparams=[n for n in names if n in known] or known[:1])
+    return suite.selected(names)
 
 
 def resolve_hparams_somewhere(cfg: DictConfig, suites: list[Suite]) -> None:

@@ -128,11 +128,7 @@ def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
                   f"{torch.__version__} has no {', '.join('torch.optim.' + s.optimizer for s in missing)}")
         suites = [s for s in suites if s not in missing]
     keep = suite_cfg.get("hparams")
-    if keep == "first":
-        suites = [s.restricted(hparams=[s.hparams[0].name]) for s in suites]
-    elif keep:
-        suites = [s.restricted(hparams=[str(h) for h in keep]) for s in suites]
-    return suites
+    return [s.selected(keep) for s in suites] if keep else suites
 
 
 def _with_reference(suite: Suite) -> Suite:

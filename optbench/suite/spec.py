@@ -354,6 +354,19 @@ class Suite:
                        deviations_elsewhere=self.deviations_elsewhere + tuple(d for d in self.deviations
                                                                               if d not in here))
 
+    def hparam_names(self, value) -> list[str]:
+        """The set names ``value`` selects: ``first``, ``default`` (the first and the round-trip set) or names."""
+        first = [self.hparams[0].name]
+        if value == "first":
+            return first
+        if value == "default":
+            return list(dict.fromkeys(first + [self.roundtrip_hparams]))
+        return [str(v) for v in ([value] if isinstance(value, str) else value)]
+
+    def selected(self, value) -> Suite:
+        """This suite with the hparam sets ``value`` selects (``hparam_names``): the ones it has, else its first."""
+        return self.restricted(hparams=self.hparam_names(value))
+
     def restricted(self, *, hparams: list[str] | None = None, dtypes: list[str] | None = None) -> Suite:
         """This suite with only some hparam sets (by name; unknown names ignored) and dtypes."""
         keep = tuple(h for h in self.hparams if hparams is None or h.name in hparams) or self.hparams[:1]
