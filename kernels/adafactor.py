@@ -124,7 +124,7 @@ class Adafactor(Optimizer):
     (module docstring)."""
 
     backend = "auto"  # "auto": C++ for CPU tensors, Triton for the rest; "triton": Triton for all (TritonAdafactor)
-    _mutation: str | None = None  # a deliberately wrong variant (optbench.mutants.adafactor_kernels); None: correct
+    _mutation: str | None = None  # a deliberately wrong variant (optbench.mutants.adafactor_triton); None: correct
 
     def __init__(
         self,
@@ -231,12 +231,12 @@ class TritonAdafactor(Adafactor):
     backend = "triton"
 
 
-def _triton(message_prefix: str = "optbench's Triton Adafactor"):
+def _triton():
     """The Triton host module, or RuntimeError in one line when Triton is not installed."""
     try:
         from . import adafactor_triton
     except ImportError as exc:
-        raise RuntimeError(f"{message_prefix} needs triton (pip install -e '.[triton]'): {exc}") from None
+        raise RuntimeError(f"optbench's Triton Adafactor needs triton (pip install -e '.[triton]'): {exc}") from None
     return adafactor_triton
 
 

@@ -80,7 +80,7 @@ class Plan:
         p0 = items[0][0]
         self.factored, self.device, self.dtype = tile is not None, p0.device, p0.dtype
         self.acc = torch.float64 if p0.dtype == torch.float64 else torch.float32
-        self.key = self.signature(items)
+        self.built_for = self.signature(items)  # the tensors (addresses, strides) its table holds
         self.shapes = [self._shape(p) for p, *_ in items]
         factored = self.factored
         if factored:
@@ -238,6 +238,6 @@ def step_bucket(plans: dict, key: tuple, items: list[tuple], grads: list, steps:
     """Step one bucket (its key's last entry: the tile, ``tile``) through its plan in ``plans`` (built, or rebuilt
     where a tensor moved, as needed)."""
     plan = plans.get(key)
-    if plan is None or plan.key != Plan.signature(items):
+    if plan is None or plan.built_for != Plan.signature(items):
         plan = plans[key] = Plan(items, tile=key[-1])
     plan.step(items, grads, steps, hp, mutation)

@@ -42,6 +42,9 @@ def test_dry_run_of_some_sections(capsys):
 @pytest.mark.parametrize("args, message", [
     (["--only", "sped"], "unknown section 'sped': did you mean 'speed'?"),
     (["--budget-s", "0"], "need a positive number of seconds"),
+    (["--archive", "/nonexistent-folder/x.tgz"], "no folder /nonexistent-folder to write it in"),
+    (["--archive", "/"], "is a folder: name the .tgz file"),
+    (["--out", "/etc/hostname"], "--out /etc/hostname is a file"),
 ])
 def test_mistakes_are_one_line(args, message, capsys):
     assert main(["gpu-check", "--dry-run", *args]) == 2
@@ -122,3 +125,25 @@ def test_the_findings_section_runs_each_cuda_findings_script(tmp_path, capsys):
     else:
         assert code == 1 and set(table.exit) == {2} and set(table.means) == {"could not run"}, table
     assert len(table) == len(scripts)
+
+
+def test_the_summary_gives_each_section_its_runs_verdict_and_lists_its_failures(tmp_path):
+    """A section's verdict is its results' (the rule ``optbench run`` applies), a section without results says its
+    log's error line, and every failing row is listed: a FAIL is never summarised as anything else."""
+    from optbench.report.gpu_check import summary
+    from optbench.results import Results
+    from optbench.rows import row
+
+    labels = {"suite": "adam", "impl": "fused", "dtype": "float32", "hparams": "h0", "device": "cuda",
+              "workload": "model"}
+    Results(tmp_path / "suites", {}, [row(labels, check="parity", metric="max_ulp", value=99.0, status="fail"),
+                                      row(labels | {"impl": "foreach"}, check="parity", metric="max_ulp", value=1.0,
+                                          status="pass")]).finish()
+    (tmp_path / "adafactor.log").write_text("optbench run ...\noptbench: error: no suite 'adafactr'\n")
+    sections = [Section("suites", "", (), 1.0), Section("adafactor", "", (), 1.0)]
+    machine = {"name": "X", "about": "X", "probe_gib": 1.0, "gb_per_s": 1.0, "probe_kernel": "scale"}
+    text = summary(tmp_path, sections, {"suites": (1, 3.0, "finished"), "adafactor": (2, 1.0, "finished")}, machine)
+    assert "| suites | 1 | FAIL: 1 case(s) of parity failed |" in text, text
+    assert "| adafactor | 2 | optbench: error: no suite 'adafactr' |" in text, text
+    assert "Failing, erroring and xpassing cases (1)" in text, text
+    assert "| fused  | float32 | h0        | parity  | fail " in text, text

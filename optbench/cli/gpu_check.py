@@ -144,15 +144,14 @@ def run_section(section: Section, out: Path, deadline_s: float, device: str = "c
         sink.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        ended = "finished"
         stopper = _Stopper(proc, start + deadline_s)
         for line in proc.stdout:
             sink.write(line)
             if not line.startswith("  PASS"):  # the passing lines stay in the log
                 print(f"[{section.name}] {line}", end="", flush=True)
-            ended = stopper.poll() or ended
         code = proc.wait()
-        ended = stopper.poll(final=True) or ended
+        stopper.timer.join()
+        ended = stopper.how or "finished"
         if stopper.how and code < 0:  # ended by the signal itself, before it could say anything
             ended = f"stopped at its deadline by signal {-code}: what it finished is in its journal"
     # stopped at its deadline, it did not finish its plan: INCOMPLETE (4), not the user's SIGTERM (143)
@@ -160,8 +159,8 @@ def run_section(section: Section, out: Path, deadline_s: float, device: str = "c
 
 
 class _Stopper:
-    """SIGTERM to the section's process group at its deadline, SIGKILL ``GRACE_S`` later (checked as lines come,
-    and by a timer thread when none do)."""
+    """A timer thread: SIGTERM to the section's process group at its deadline, SIGKILL ``GRACE_S`` later (one
+    thread sends them, so a signal is never sent twice); ``how`` says which it sent."""
 
     def __init__(self, proc: subprocess.Popen, deadline: float):
         import threading
@@ -172,19 +171,14 @@ class _Stopper:
 
     def _watch(self) -> None:
         while self.proc.poll() is None:
-            self.poll()
-            time.sleep(1)
-
-    def poll(self, final: bool = False) -> str:
-        now = time.monotonic()
-        if self.proc.poll() is None and not final:
+            now = time.monotonic()
             if now > self.deadline + GRACE_S:
                 self._signal(signal.SIGKILL)
                 self.how = "killed at its deadline (SIGTERM did not end it)"
             elif now > self.deadline and not self.how:
                 self._signal(signal.SIGTERM)
                 self.how = "stopped at its deadline: the cases it finished are kept"
-        return self.how
+            time.sleep(0.5)
 
     def _signal(self, sig) -> None:
         try:
@@ -215,6 +209,12 @@ def gpu_check_command(args: list[str]) -> int:
         return run_findings(ns.findings)
     if ns.budget_s <= 0:
         raise UsageError(f"gpu-check: --budget-s {ns.budget_s:g}: need a positive number of seconds")
+    if ns.archive is not None and not ns.archive.parent.is_dir():
+        raise UsageError(f"gpu-check: --archive {ns.archive}: no folder {ns.archive.parent} to write it in")
+    if ns.archive is not None and ns.archive.is_dir():
+        raise UsageError(f"gpu-check: --archive {ns.archive} is a folder: name the .tgz file to write")
+    if ns.out is not None and ns.out.exists() and not ns.out.is_dir():
+        raise UsageError(f"gpu-check: --out {ns.out} is a file: name a folder")
     sections = plan(ns.only)
     import torch
 

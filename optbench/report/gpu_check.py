@@ -13,22 +13,32 @@ from pathlib import Path
 import pandas as pd
 
 from optbench.metrics import ROOFLINE_PCT, SPEED_GB_PER_S, TIME_STEP_MS
-from optbench.results import load_run
+from optbench.results import FAILING, load_run, verdict
 from optbench.usage import UsageError
 
 SHOWN_FAILURES = 25
 
 
-def _verdict_line(log: Path) -> str:
-    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines()] if log.is_file() else []
-    return next((ln for ln in reversed(lines) if ln.startswith(("verdict:", "optbench: error"))), "no verdict line")
+def _run(run_dir: Path) -> tuple[dict, pd.DataFrame] | None:
+    try:
+        return load_run(run_dir)
+    except (UsageError, OSError, ValueError):
+        return None
 
 
 def _rows(run_dir: Path) -> pd.DataFrame | None:
-    try:
-        return load_run(run_dir)[1]
-    except (UsageError, OSError, ValueError):
-        return None
+    run = _run(run_dir)
+    return run[1] if run else None
+
+
+def _verdict(out: Path, name: str) -> str:
+    """The section's verdict from its results (the rule ``optbench run`` applies); its log's error line when it
+    wrote none (a usage error, a crash before the first case)."""
+    if run := _run(out / name):
+        return str(verdict(run[1], run=run[0].get("run")))
+    log = out / f"{name}.log"
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines()] if log.is_file() else []
+    return next((ln for ln in reversed(lines) if ln.startswith("optbench: error")), "no results")
 
 
 def _md(frame: pd.DataFrame) -> str:
@@ -41,7 +51,7 @@ def _failures(sections, out: Path) -> pd.DataFrame:
         rows = _rows(out / s.name)
         if rows is None:
             continue
-        bad = rows[rows.status.isin(["fail", "error", "xpass"]) & (rows.fqn == "")]
+        bad = rows[rows.status.isin(FAILING | {"xpass"}) & (rows.fqn == "")]
         for r in bad.to_dict("records"):
             found.append({"section": s.name, "suite": r["suite"], "impl": r["impl"], "dtype": r["dtype"],
                           "hparams": r["hparams"], "check": r["check"], "status": r["status"], "metric": r["metric"],
@@ -82,8 +92,9 @@ def _speed_table(out: Path) -> str:
     return wide.reset_index().fillna("").to_markdown(index=False)
 
 
-FINDING_EXITS = {0: "no longer reproduces (remove its declaration once the fix is released)",
-                 1: "reproduces (as declared)", 2: "could not run"}
+FINDING_EXITS = {0: ("no longer reproduces", "no longer reproduces (remove its declaration once the fix is released)"),
+                 1: ("reproduce as declared", "reproduces (as declared)"), 2: ("could not run", "could not run")}
+HUNG = ("crashed or hung", "crashed or hung")
 
 
 def _findings(out: Path) -> pd.DataFrame:
@@ -92,7 +103,8 @@ def _findings(out: Path) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame()
     rows = [line.split("\t", 2) for line in path.read_text().splitlines() if line.strip()]
-    return pd.DataFrame([{"finding": f, "exit": int(c), "means": FINDING_EXITS.get(int(c), "crashed or hung"),
+    return pd.DataFrame([{"finding": f, "exit": int(c), "means": FINDING_EXITS.get(int(c), HUNG)[1],
+                          "label": FINDING_EXITS.get(int(c), HUNG)[0],
                           "it said": said.replace("|", "/")} for f, c, said in rows])
 
 
@@ -105,13 +117,13 @@ def summary(out: Path, sections, ends: dict, machine: dict) -> str:
     findings = _findings(out)
     for s in sections:
         code, seconds, how = ends.get(s.name, (None, 0.0, "not run"))
-        verdict = _verdict_line(out / f"{s.name}.log").replace("|", "/") if code is not None else "-"
+        said = _verdict(out, s.name).replace("|", "/") if code is not None else "-"
         if getattr(s, "scripts", False) and code is not None:
-            counts = findings["means"].value_counts() if len(findings) else {}
-            verdict = "; ".join(f"{n} {what.split(' (')[0]}" for what, n in counts.items()) or "no script ran"
-        lines.append(f"| {s.name} | {'-' if code is None else code} | {verdict} | {seconds:.0f} | {how} |")
+            counts = findings["label"].value_counts() if len(findings) else {}
+            said = "; ".join(f"{n} {label}" for label, n in counts.items()) or "no script ran"
+        lines.append(f"| {s.name} | {'-' if code is None else code} | {said} | {seconds:.0f} | {how} |")
     if len(findings):
-        lines += ["", "## CUDA findings' scripts", "", _md(findings)]
+        lines += ["", "## CUDA findings' scripts", "", _md(findings.drop(columns="label"))]
     failures = _failures(sections, out)
     lines += ["", f"## Failing, erroring and xpassing cases ({len(failures)})", "",
               _md(failures.head(SHOWN_FAILURES))]
