@@ -24,11 +24,11 @@ from types import ModuleType
 import numpy as np
 import torch
 
+from optbench.hyperparameters import reference_value
 from optbench.numerics.one_step import OneStep
 from optbench.numerics.trajectory import as_array
 from optbench.reference import load_reference
 from optbench.state.batched import per_parameter_state
-from optbench.suite.hyperparameters import reference_value
 from optbench.workloads import reference_gradient
 
 SKIP_KEYS = ("params", "param_names")

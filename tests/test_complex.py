@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from optbench.cli import main
+from optbench.hyperparameters import constructor_defaults
 from optbench.implementations import Implementation
 from optbench.numerics.trajectory import run_trajectory
 from optbench.reference import load_reference
 from optbench.reference.complex import as_complex, joined, pairs
-from optbench.suite.hyperparameters import constructor_defaults
 from optbench.suite.spec import HparamSet
 from optbench.workloads import build
 from optbench.workloads.complex import complexify

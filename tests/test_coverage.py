@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("expecttest")  # torch.testing._internal needs it (the test extra installs it)
 
-from optbench.suite.coverage import error_input_coverage, option_set_coverage
+from optbench.cli.coverage import error_input_coverage, option_set_coverage
 
 
 def test_every_torch_option_set_is_an_optbench_hparam_set():

@@ -7,8 +7,9 @@ import pytest
 from bs4 import BeautifulSoup
 
 from optbench.cli import main
+from optbench.cli.dashboard import read_and_write as write_dashboard
 from optbench.engine.history import read_history, record
-from optbench.report.dashboard import SECTIONS, build_html, write_dashboard
+from optbench.report.dashboard import SECTIONS, build_html
 from optbench.report.dashboard_data import needed
 from optbench.report.screenshot import find_chromium
 from optbench.results import Results, row

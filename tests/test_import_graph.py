@@ -1,4 +1,5 @@
-"""optbench's modules import each other without a cycle, lazy (function-level) imports included.
+"""optbench's modules import each other without a cycle, and no two of its packages import each other, lazy
+(function-level) imports included.
 
 A cycle works or breaks depending on which module happens to be imported first; this test reads every
 ``import`` statement of the installed packages (optbench, optbench.kernels, optbench.reference) and fails
@@ -96,6 +97,38 @@ def test_the_detector_finds_a_cycle():
 def test_no_import_cycle():
     found = cycles(graph())
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def package(module: str) -> str:
+    """The package a module belongs to (``optbench.engine.runner`` -> ``optbench.engine``); a top-level module
+    (``optbench.results``) and the ``optbench`` package's own ``__init__`` are their own."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def two_way(edges: dict[str, set[str]]) -> list[str]:
+    """Every pair of packages that import each other, either way round, each with the imports that make it."""
+    between: dict[tuple[str, str], list[str]] = {}
+    for m, deps in edges.items():
+        for d in deps:
+            if package(m) != package(d):
+                between.setdefault((package(m), package(d)), []).append(f"{m} -> {d}")
+    return [f"{a} <-> {b}: " + ", ".join(between[a, b] + between[b, a])
+            for a, b in sorted(between) if a < b and (b, a) in between]
+
+
+def test_the_two_way_detector_names_the_imports():
+    edges = {"optbench.a.x": {"optbench.b.y"}, "optbench.b.y": set(), "optbench.b.z": {"optbench.a.w"},
+             "optbench.a.w": set(), "optbench.c": {"optbench.a.x"}}
+    assert two_way(edges) == ["optbench.a <-> optbench.b: optbench.a.x -> optbench.b.y, optbench.b.z -> optbench.a.w"]
+
+
+def test_no_two_packages_import_each_other():
+    """Dependencies between packages point one way (lazy imports included): suite -> cases -> (reference |
+    implementation) -> checks -> results -> report reads in one direction, and a package can be understood without
+    the ones above it."""
+    found = two_way(graph())
+    assert not found, "packages that import each other:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("lower, upper", [

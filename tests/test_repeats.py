@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from optbench.cli import main
+from optbench.engine.repeats import merge
 from optbench.perf import compare
-from optbench.perf.repeats import merge
 from optbench.results import row
 from tests.conftest import QUICK_TIMING
 from tests.test_compare import LABELS, MACHINE, rounds, tables, timing

@@ -14,9 +14,9 @@ import torch.optim._muon as _muon
 from torch.distributed.tensor import DTensor
 
 from optbench.checks.parity import update_eps
+from optbench.checks.reshard_ranks import SINGLE, ReshardError, ReshardJob, reshard
 from optbench.cli import main
 from optbench.implementations import torch_implementations
-from optbench.state.reshard import SINGLE, ReshardError, ReshardJob, reshard
 from optbench.suite.catalog import suite_by_name
 from optbench.suite.spec import PARAM_FILTERS
 from optbench.workloads import build

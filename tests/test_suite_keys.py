@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 from optbench.checks.error_inputs import PARAMS
 from optbench.implementations.candidate_spec import KEYS as SPEC_KEYS
 from optbench.implementations.candidate_spec import STATE_KEYS
-from optbench.perf.roofline import declared_cost
 from optbench.suite import keys
+from optbench.suite.keys import declared_cost
 from optbench.suite.spec import Suite
 from optbench.workloads import GENERATORS
 

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.hyperparameters import complete, for_torch, takes
 from optbench.metrics import CASE_SKIPPED, DEVIATION_OBSERVED, DIFFERENTIABLE_MAX_REL_ERR
 from optbench.results import row
-from optbench.suite.hyperparameters import complete, for_torch, takes
 from optbench.suite.spec import Suite
 from optbench.usage import UsageError
 

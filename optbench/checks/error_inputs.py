@@ -30,10 +30,10 @@ import warnings
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.hyperparameters import IMPLEMENTATION_FLAGS, for_torch, is_tensor_form
 from optbench.implementations import Implementation
 from optbench.metrics import ERRORS_REJECTED
 from optbench.results import row
-from optbench.suite.hyperparameters import IMPLEMENTATION_FLAGS, for_torch, is_tensor_form
 from optbench.suite.spec import ErrorInput, Suite
 
 # What torch.optim.Optimizer itself enforces, for any subclass.

@@ -21,10 +21,10 @@ import torch
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import BASELINE, ParityCheck
+from optbench.hyperparameters import takes
 from optbench.metrics import FORMS_VS_FLOAT_BITWISE, FORMS_VS_FLOAT_MAX_ERR_EPS
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps
 from optbench.results import row
-from optbench.suite.hyperparameters import takes
 from optbench.suite.spec import DTYPES, HparamSet, Suite
 
 STEP_LR = {"kind": "step", "step_size": 10, "gamma": 0.5}

@@ -13,6 +13,7 @@ import torch
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import deviation_rows, split
+from optbench.hyperparameters import describe
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import (
     CASE_SKIPPED,
@@ -29,7 +30,6 @@ from optbench.numerics.accuracy import tolerance_eps
 from optbench.numerics.precision import precision_rows
 from optbench.numerics.trajectory import run_trajectory
 from optbench.results import row
-from optbench.suite.hyperparameters import describe
 from optbench.suite.spec import DTYPES, Suite
 
 BASELINE = "for-loop"

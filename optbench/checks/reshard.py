@@ -1,5 +1,5 @@
 """Resharding with torch.distributed: save sharded on N ranks with DCP, continue on M ranks and in one
-plain process, compare with the uninterrupted single-process run (``optbench.state.reshard``).
+plain process, compare with the uninterrupted single-process run (``optbench.checks.reshard_ranks``).
 
 Opt-in: ``checks=[reshard]``, settings under ``reshard:`` in suites/config.yaml. One case per for-loop,
 foreach and fused implementation, on the suite's ``roundtrip_hparams`` at ``reshard.dtype``; one row per
@@ -74,7 +74,7 @@ def _closure_driven_reason(case: Case, workload) -> str:
     """Why a closure-driven optimizer (LBFGS) is not resharded, from what torch does when asked."""
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    from optbench.state.reshard import module_of, one_line
+    from optbench.checks.reshard_ranks import module_of, one_line
 
     model = module_of(workload.materialize(DTYPES[case.dtype], torch.device("cpu")))
     optimizer = case.hset.build(case.impl, dict(model.named_parameters()), workload.names).optimizer
@@ -103,7 +103,7 @@ class ReshardCheck:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
-        from optbench.state.reshard import SINGLE, ReshardJob, reshard
+        from optbench.checks.reshard_ranks import SINGLE, ReshardJob, reshard
 
         s = settings(ctx.cfg, ctx.device)
         targets = (*s.to_ranks, SINGLE)

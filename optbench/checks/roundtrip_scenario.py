@@ -16,13 +16,13 @@ import torch
 
 from optbench.cases import Case, RunContext
 from optbench.checks.parity import update_eps
+from optbench.hyperparameters import for_torch
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.trajectory import as_array, objective_closure, set_gradients, snapshot
 from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
 from optbench.state.formats import optimizer_from_dict
 from optbench.state.positional import positional
 from optbench.state.scenarios import IMPLEMENTATION_CHAIN, SHAPE_REFUSAL, Layout, Scenario
-from optbench.suite.hyperparameters import for_torch
 from optbench.suite.spec import DTYPES
 from optbench.workloads import Workload
 

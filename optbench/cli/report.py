@@ -25,7 +25,7 @@ def report_command(args: list[str]) -> int:
     parser.add_argument("--torch", default=None, help="with --dashboard: only runs whose torch version contains this")
     ns = parser.parse_args(args)
     if ns.dashboard:
-        from optbench.report.dashboard import dashboard_command
+        from optbench.cli.dashboard import dashboard_command
 
         return dashboard_command(ns.results, ns.out, ns.screenshot, ns.machine, ns.torch)
     if len(ns.results) != 1 or ns.screenshot or ns.machine or ns.torch:

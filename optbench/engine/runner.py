@@ -291,9 +291,9 @@ class SuiteRun:
                     record, self.plan_fingerprint())
 
     def _repeat(self, units: list[Unit], repeats: int, init: dict | None) -> None:
-        """The speed units ``repeats`` times (optbench.perf.repeats.run_repeated); each case recorded once."""
+        """The speed units ``repeats`` times (optbench.engine.repeats.run_repeated); each case recorded once."""
         if units:
-            from optbench.perf.repeats import run_repeated
+            from optbench.engine.repeats import run_repeated
 
             run_repeated(self, units, repeats, init)
 

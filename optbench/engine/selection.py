@@ -13,6 +13,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from optbench.checks import REGISTRY
 from optbench.checks.error_inputs import exception_class
+from optbench.hyperparameters import plain
 from optbench.implementations import (
     TORCH_VARIANTS,
     CandidateError,
@@ -23,7 +24,6 @@ from optbench.implementations import (
     torch_implementations,
 )
 from optbench.implementations.candidate_spec import CandidateSpec, CandidateSpecError, is_spec_file, load_spec_file
-from optbench.suite.hyperparameters import plain
 from optbench.suite.spec import DTYPES, HparamSet, Suite
 from optbench.usage import UsageError, did_you_mean
 
@@ -135,7 +135,7 @@ def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
         return suite
     cls = suite.optimizer_class()
     if cls is not None:
-        from optbench.suite.hyperparameters import not_taken
+        from optbench.hyperparameters import not_taken
 
         unknown = not_taken(cls, options)
         if unknown:

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import torch
 
-from optbench.suite.hyperparameters import takes
+from optbench.hyperparameters import takes
 
 from .graphed import GraphedStep
 

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from optbench.suite.hyperparameters import constructor_defaults, takes
+from optbench.hyperparameters import constructor_defaults, takes
 
 from .adapter import Implementation
 from .candidate_spec import CandidateSpec

@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from optbench.hyperparameters import plain
 from optbench.implementations.dotted import import_dotted
 from optbench.state.validation import flattened
-from optbench.suite.hyperparameters import plain
 
 KEYS = {"class", "rename", "fixed", "conventions", "prepare", "state", "rejects", "error_inputs", "note",
         "group_schedule"}

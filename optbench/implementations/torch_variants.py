@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from optbench.suite.hyperparameters import takes
+from optbench.hyperparameters import takes
 
 from .adapter import Implementation
 from .candidate import load_optimizer_class

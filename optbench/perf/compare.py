@@ -15,7 +15,7 @@ median its ``time.step_ms`` row (the median of the samples where that row is mis
   1 +- threshold; else ``same``; ``n/a`` (with the reason) when a side has fewer than 5 samples,
   too few for any two-sided U test to reach p < 0.01.
 * **between processes**: where both runs timed the case in at least two process-level repeats
-  (``speed.repeats``, optbench.perf.repeats), the samples are the repeats' medians, not the rounds: p is Welch's
+  (``speed.repeats``, optbench.engine.repeats), the samples are the repeats' medians, not the rounds: p is Welch's
   t-test on their logarithms (``scipy.stats.ttest_ind``, unequal variances) and the interval its confidence
   interval, exponentiated. Rounds within one process cannot see what differs between two processes (where
   the tensors were allocated: a few percent, for good), so a comparison on rounds alone calls that a change; the

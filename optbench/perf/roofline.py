@@ -28,9 +28,9 @@ Muon (2-D)                                 20       + momentum_buffer r/w; plus 
 
 The roofline time is ``max(bytes / bandwidth, flops / matmul rate)`` with both ceilings measured in
 the same run (``optbench.perf.ceilings``). A suite for an optimizer not in this table declares its own
-(``roofline: {streams: 5}`` for Lion: p r/w, g r, exp_avg r/w; ``declared_cost``). LBFGS (a closure, line
-search and history) and SparseAdam (work in proportion to the gradient's nonzeros) have no model: their rows
-carry no % of roofline.
+(``roofline: {streams: 5}`` for Lion: p r/w, g r, exp_avg r/w; ``optbench.suite.keys.declared_cost``).
+LBFGS (a closure, line search and history) and SparseAdam (work in proportion to the gradient's nonzeros) have
+no model: their rows carry no % of roofline.
 """
 
 from __future__ import annotations
@@ -82,27 +82,10 @@ def _newton_schulz_flops(p: torch.Tensor, ns_steps: int) -> int:
     return ns_steps * (4 * a * a * b + 2 * a ** 3)
 
 
-def declared_cost(value) -> dict:
-    """A suite's ``roofline:`` (its algorithm's least traffic, for an optimizer this module has no model of):
-    ``streams``, the parameter-sized passes a step must make (3 for p read and written and g read, plus 2 per
-    state tensor of the parameter's size read and written), and optionally ``flops_per_param`` (matmul work,
-    timed against the matmul ceiling). ValueError, in one line, for anything else."""
-    if not value:
-        return {}
-    value = dict(value)
-    unknown = set(value) - {"streams", "flops_per_param"}
-    streams, flops = value.get("streams"), value.get("flops_per_param", 0)
-    if unknown or not isinstance(streams, int) or isinstance(streams, bool) or streams < 3 \
-            or not isinstance(flops, (int, float)) or flops < 0:
-        raise ValueError(f"roofline: {value}: give streams (an integer >= 3: parameter-sized passes, p r/w + g r "
-                         "= 3, +2 per state tensor) and optionally flops_per_param (a number >= 0)")
-    return {"streams": streams, "flops_per_param": float(flops)}
-
-
 def step_cost(optimizer: str, param_groups: list[dict], declared: dict | None = None) -> StepCost | None:
     """The model for ``optimizer`` (a torch.optim class name), or the one a suite ``declared``
-    (``declared_cost``), over its param groups' parameters that have a gradient; None for optimizers without
-    a model."""
+    (``optbench.suite.keys.declared_cost``), over its param groups' parameters that have a gradient; None for
+    optimizers without a model."""
     if declared:
         return _declared_step_cost(declared, param_groups)
     if optimizer not in STREAMS:

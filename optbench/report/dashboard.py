@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 import optbench
-from optbench.engine.history import default_history_dir, read_history
 from optbench.metrics import (
     MEM_PEAK_TRANSIENT_BYTES,
     MEM_PEAK_TRANSIENT_BYTES_PER_PARAM,
@@ -38,7 +37,6 @@ from optbench.report import dashboard_charts as charts
 from optbench.report import dashboard_data as data
 from optbench.report import dashboard_html as h
 from optbench.report.tables import num
-from optbench.usage import EXIT_OK, UsageError
 
 SECTIONS = {"runs": "Runs", "history": "Step time history", "parity": "Parity matrix (latest)",
             "roofline": "Roofline and bandwidth (latest)", "memory": "Memory (latest)", "findings": "Findings (latest)"}
@@ -257,47 +255,10 @@ def build_html(runs: pd.DataFrame, rows: pd.DataFrame, titles: dict[str, str] | 
             f"<style>{h.CSS}</style></head>\n<body><h1>optbench dashboard</h1>{sections}</body></html>\n")
 
 
-def write_dashboard(paths, out_dir=DEFAULT_OUT, machine: str | None = None, torch: str | None = None) -> Path:
-    """Write ``out_dir/dashboard.html`` over the runs under ``paths``; UsageError when there are none."""
-    try:
-        runs, rows = read_history(paths, machine, torch, keep=data.needed)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if runs.empty:
-        where = ", ".join(map(str, paths))
-        wanted = "".join(f" {k}~{v!r}" for k, v in (("machine", machine), ("torch", torch)) if v)
-        raise UsageError(f"no optbench runs{' matching' + wanted if wanted else ''} under {where}")
+def write_dashboard(runs: pd.DataFrame, rows: pd.DataFrame, out_dir=DEFAULT_OUT) -> Path:
+    """Write ``out_dir/dashboard.html`` over ``runs`` and their ``rows`` (``optbench.engine.history.read_history``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "dashboard.html"
     path.write_text(build_html(runs, rows, data.finding_titles(FINDINGS_MD)), encoding="utf-8")
     return path
-
-
-def dashboard_command(paths: list[Path], out: Path | None, screenshot: Path | None = None,
-                      machine: str | None = None, torch: str | None = None) -> int:
-    """``optbench report --dashboard [PATH ...] [--out DIR] [--screenshot PNG]``."""
-    default = default_history_dir() if not paths else None
-    if not paths and default is None:
-        raise UsageError("no PATH given and history_dir is null in the config: pass history folders or results files")
-    paths = paths or [Path(default)]
-    missing = [p for p in paths if not Path(p).exists()]
-    if missing:
-        raise UsageError(f"no such file or directory: {missing[0]}"
-                         + (" (the configured history_dir: no run has been recorded there yet)" if default else ""))
-    if screenshot is not None:
-        from optbench.report.screenshot import find_chromium
-
-        if find_chromium() is None:
-            raise UsageError("--screenshot needs Chromium (apt-get install chromium, or set OPTBENCH_CHROMIUM)")
-    path = write_dashboard(paths, out or DEFAULT_OUT, machine, torch)
-    print(f"dashboard: {path}")
-    if screenshot is not None:
-        from optbench.report.screenshot import ScreenshotError
-        from optbench.report.screenshot import screenshot as shoot
-
-        try:
-            print(f"screenshot: {shoot(path, screenshot)}")
-        except ScreenshotError as exc:
-            raise UsageError(str(exc)) from None
-    return EXIT_OK

@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from optbench.hyperparameters import IMPLEMENTATION_FLAGS
 from optbench.state.batched import BATCH_NAMES, group_bookkeeping, is_batched, relaid, stacks
 from optbench.state.formats import as_torch
 from optbench.state.names import StateDictNameError, group_names
 from optbench.state.validation import refuse_foreign, state_checker, transactional_load, trial_load
 from optbench.state.validation import shape_mismatch as shape_mismatch  # the rule, for optbench.state.positional
-from optbench.suite.hyperparameters import IMPLEMENTATION_FLAGS
 
 Rename = Mapping[str, str] | Callable[[str], str] | None
 

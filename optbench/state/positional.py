@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
+from optbench.hyperparameters import IMPLEMENTATION_FLAGS, constructor_defaults
 from optbench.state.batched import per_parameter_state
 from optbench.state.by_name import shape_mismatch
 from optbench.state.formats import same_value
 from optbench.state.scenarios import Scenario
-from optbench.suite.hyperparameters import IMPLEMENTATION_FLAGS, constructor_defaults
 
 POSITIONAL = {"right": 0.0, "silently wrong": 1.0, "raises": 2.0}
 

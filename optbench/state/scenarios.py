@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from optbench.hyperparameters import FLAGS_NEWER_THAN_OLD_CHECKPOINTS, IMPLEMENTATION_FLAGS, for_torch
 from optbench.state.by_name import with_param_names
 from optbench.state.formats import as_torch, to_flat, to_name_keyed
-from optbench.suite.hyperparameters import FLAGS_NEWER_THAN_OLD_CHECKPOINTS, IMPLEMENTATION_FLAGS, for_torch
 from optbench.suite.spec import HparamSet
 
 # Which parameters a partial side lacks: every third FQN (several groups, ranks and kinds).

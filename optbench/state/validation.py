@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import torch
 
+from optbench.hyperparameters import FLAGS_NEWER_THAN_OLD_CHECKPOINTS
 from optbench.state.batched import BATCH_NAMES, per_parameter_state
 from optbench.state.names import StateDictNameError
-from optbench.suite.hyperparameters import FLAGS_NEWER_THAN_OLD_CHECKPOINTS
 
 # The state of torch's and optbench's optimizers that is not parameter-shaped. Scalars: a 0-dim tensor (or one
 # element: an old capturable checkpoint's step). Factored: exactly this shape (Adafactor's row and column second

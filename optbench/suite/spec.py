@@ -2,7 +2,7 @@
 
 Suites are data (``suites/suite/<name>.yaml``, or a user's ``--config-dir``); this module turns the
 composed config into typed objects. Hyperparameter sets list only what differs from the optimizer's
-defaults (``optbench.suite.hyperparameters`` completes them); param groups are chosen by glob patterns over
+defaults (``optbench.hyperparameters`` completes them); param groups are chosen by glob patterns over
 parameter names; declared deviations and error inputs are data too.
 """
 
@@ -18,9 +18,9 @@ from omegaconf import DictConfig
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from optbench.hyperparameters import complete, constructor_defaults, for_torch, plain
 from optbench.reference import load_reference
 from optbench.suite import keys
-from optbench.suite.hyperparameters import complete, constructor_defaults, for_torch, plain
 from optbench.suite.schedules import validate as validate_schedule
 
 DTYPES = {
@@ -280,7 +280,7 @@ class Suite:
     describes: str | None = None  # a suite without a torch optimizer: the dotted class its deviations describe
     error_param_meta: dict = field(default_factory=dict)  # attributes every error input's parameters carry
     candidates: tuple = ()  # CandidateSpecs: how third-party classes read as this suite's reference (candidates:)
-    roofline: dict = field(default_factory=dict)  # a declared step cost (optbench.perf.roofline.declared_cost)
+    roofline: dict = field(default_factory=dict)  # a declared step cost (optbench.suite.keys.declared_cost)
     nearest: str | None = None  # a candidate-only suite: the torch.optim class its speed is set against
     # declared for other torch versions (``torch:`` ranges that exclude this one): not applied, judged plainly
     deviations_elsewhere: tuple = ()
@@ -378,7 +378,6 @@ class Suite:
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Suite:
         from optbench.implementations.candidate_spec import CandidateSpec
-        from optbench.perf.roofline import declared_cost
 
         keys.check(cfg, keys.SUITE, f"suite {cfg.get('name')!r}")
         keys.check(cfg.get("one_step") or {}, keys.ONE_STEP, "one_step")
@@ -432,6 +431,6 @@ class Suite:
             error_param_meta=plain(cfg.get("error_param_meta", {})) or {},
             candidates=tuple(CandidateSpec.from_mapping(c, f"suite {cfg.name}: candidates[{i}]")
                              for i, c in enumerate(cfg.get("candidates") or ())),
-            roofline=declared_cost(plain(cfg.get("roofline"))),
+            roofline=keys.declared_cost(plain(cfg.get("roofline"))),
             nearest=_torch_class_name(cfg.get("nearest")),
         )
