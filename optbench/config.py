@@ -78,6 +78,8 @@ def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    import optbench.checks  # noqa: F401  (the checks' config blocks: optbench.checks.registry)
+
     searchpath = [f"hydra.searchpath=[{','.join('file://' + d for d in config_dirs)}]"] if config_dirs else []
     GlobalHydra.instance().clear()
     try:

@@ -71,3 +71,54 @@ def test_report_renders_the_parity_matrix(tmp_path):
     report = render_report(record, rows, tmp_path / "again").read_text()
     assert "| adamax | default |" in report and "![" not in report
     assert not list((tmp_path / "again").glob("*.png"))
+
+
+def test_a_check_registered_from_outside_is_configured_planned_run_reported_and_counted(tmp_path, capsys):
+    """A check is one class: registered from here with its config block, its report section and its summary entry,
+    a run plans and runs its cases, takes ``toy.limit=`` from the command line, and report.md shows and counts its
+    rows; unregistered, it is gone from the config again."""
+    from optbench.cases import Case, Outcome
+    from optbench.checks.registry import register_check, unregister
+    from optbench.results import row
+
+    @register_check(config={"limit": 1}, counted="toy",
+                    sections=lambda rows: [("Toy check", rows[rows["metric"] == "toy.value"][["impl", "status", "value"]])])
+    class ToyCheck:
+        name = "toy"
+        requires = ()
+
+        def cases(self, suite, ctx):
+            return [Case(suite, impl, "float32", suite.hparams[0], ctx.device) for impl in ctx.impls[suite.name]]
+
+        def group(self, case):
+            return (case.suite.name, self.name)
+
+        def run(self, case, ctx):
+            value = {"for-loop": 0, "foreach": 2}[case.impl_name]
+            status = "pass" if value <= ctx.cfg.toy.limit else "fail"
+            return Outcome([row(case.labels, check="toy", metric="toy.value", value=value, status=status)],
+                           f"  toy {case.impl_name} {status}")
+
+    try:
+        args = ["run", "suite=adam", "impl=[for-loop,foreach]", "dtype=float32", "checks=[toy]", "jobs=0"]
+        assert main([*args, f"out_dir={tmp_path / 'a'}"]) == 1  # foreach's 2 is past the default limit
+        report = (tmp_path / "a" / "report.md").read_text()
+        assert "toy: 1 fail, 1 pass" in report and "## Toy check" in report, report[:2000]
+        assert main([*args, "toy.limit=5", f"out_dir={tmp_path / 'b'}"]) == 0
+        assert "toy: 2 pass" in (tmp_path / "b" / "report.md").read_text()
+    finally:
+        unregister("toy")
+    capsys.readouterr()
+    assert main(["run", "suite=adam", "checks=[toy]", f"out_dir={tmp_path / 'c'}"]) == 2
+    assert "unknown check(s) toy" in capsys.readouterr().err
+
+
+def test_every_check_has_a_report_section_and_every_verdict_giving_check_is_counted():
+    """The report shows every check's rows under its own heading; the summary counts every check that gives
+    verdicts (the timing and memory checks measure)."""
+    from optbench.checks.registry import REGISTRATIONS, counted_checks
+
+    assert all(r.sections is not None for r in REGISTRATIONS.values()), \
+        [n for n, r in REGISTRATIONS.items() if r.sections is None]
+    assert set(counted_checks()) == {"parity", "cross", "deviation", "roundtrip", "errors", "differentiable",
+                                     "reshard", "forms"}

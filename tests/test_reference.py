@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_module
 
+import optbench.checks  # noqa: F401  (the checks' config blocks)
 from optbench.reference import adafactor, adam, builtin_names, load_reference, sgd, sparse_adam
 from optbench.reference.sparse import coalesce, to_dense
 from optbench.suite.catalog import optimizer_suite_names, resolve

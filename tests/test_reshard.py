@@ -13,10 +13,10 @@ import torch
 import torch.optim._muon as _muon
 from torch.distributed.tensor import DTensor
 
-from optbench.checks.parity import update_eps
 from optbench.checks.reshard_ranks import SINGLE, ReshardError, ReshardJob, reshard
 from optbench.cli import main
 from optbench.implementations import torch_implementations
+from optbench.numerics.one_step import update_eps
 from optbench.suite.catalog import suite_by_name
 from optbench.suite.spec import PARAM_FILTERS
 from optbench.workloads import build

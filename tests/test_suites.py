@@ -7,6 +7,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 
+import optbench.checks  # noqa: F401  (the checks' config blocks)
 from optbench.implementations import optimizer_class
 from optbench.suite.catalog import is_meta, optimizer_suite_names, resolve, suite_names
 from optbench.suite.spec import DTYPES

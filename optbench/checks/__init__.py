@@ -1,4 +1,6 @@
-"""The checks, as a registry: each turns cases into result rows through ``checks.base.Check``.
+"""The checks, as a registry (``checks.registry``): each turns cases into result rows through ``checks.base.Check``
+and registers itself with ``@register_check``: its config block, whether a plain run selects it, whether it times,
+its report sections and its summary entry.
 
 Registry order is run order within a group of cases (parity before cross, which reads its
 trajectories). ``optbench run checks=[...]`` picks by name; a check's ``requires`` must be picked with
@@ -7,21 +9,24 @@ it (``checks=[cross]`` alone is a usage error naming parity: ``engine.selection.
 
 from __future__ import annotations
 
+from optbench.checks import (  # noqa: F401  (importing a check's module registers it)
+    cross,
+    deviations,
+    differentiable,
+    error_inputs,
+    forms,
+    memory,
+    parity,
+    reshard,
+    roundtrip,
+    scaling,
+    speed,
+)
 from optbench.checks.base import Check
-from optbench.checks.cross import CrossCheck
-from optbench.checks.deviations import DeviationsCheck
-from optbench.checks.differentiable import DifferentiableCheck
-from optbench.checks.error_inputs import ErrorsCheck
-from optbench.checks.forms import FormsCheck
-from optbench.checks.memory import MemoryCheck
-from optbench.checks.parity import ParityCheck
-from optbench.checks.reshard import ReshardCheck
-from optbench.checks.roundtrip import RoundTripCheck
-from optbench.checks.scaling import ScalingCheck
-from optbench.checks.speed import SpeedCheck
+from optbench.checks.registry import REGISTRATIONS, REGISTRY, arrange, register_check, unregister
 
-REGISTRY: dict[str, Check] = {c.name: c for c in (ParityCheck(), CrossCheck(), FormsCheck(), DeviationsCheck(),
-                                                   RoundTripCheck(), ErrorsCheck(), DifferentiableCheck(), SpeedCheck(),
-                                                   MemoryCheck(), ScalingCheck(), ReshardCheck())}
+# run order within a group of cases: parity first (cross and forms read its trajectories), the timed ones last
+arrange(["parity", "cross", "forms", "deviations", "roundtrip", "errors", "differentiable", "speed", "memory",
+         "scaling", "reshard"])
 
-__all__ = ["REGISTRY", "Check"]
+__all__ = ["REGISTRATIONS", "REGISTRY", "Check", "register_check", "unregister"]

@@ -12,12 +12,16 @@ import torch
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import BASELINE, ParityCheck
+from optbench.checks.registry import register_check
 from optbench.metrics import CASE_SKIPPED, PARITY_XMAX_ERR_EPS_VS_FORLOOP
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps
+from optbench.report import tables
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
 
 
+@register_check(default=True, counted="cross",
+                sections=lambda rows: [("Cross-implementation agreement", tables.cross(rows))])
 class CrossCheck:
     name = "cross"
     requires = ("parity",)

@@ -13,8 +13,10 @@ import fnmatch
 import pandas as pd
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.registry import register_check
 from optbench.metrics import DEVIATION_MAX_ERR_EPS, DEVIATION_OBSERVED
 from optbench.numerics.trajectory import run_trajectory
+from optbench.report import tables
 from optbench.results import row
 from optbench.suite.spec import DTYPES, PARAM_FILTERS, Deviation, Suite
 from optbench.workloads import build
@@ -60,6 +62,8 @@ def deviation_rows(case: Case, declared) -> list[dict]:
     return out
 
 
+@register_check(default=True, counted="deviation",
+                sections=lambda rows: [("Declared deviations", tables.deviations(rows))])
 class DeviationsCheck:
     """Deviations that make the step raise, each run alone on the FQNs it names."""
 

@@ -27,8 +27,10 @@ import numpy as np
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.registry import register_check
 from optbench.hyperparameters import complete, for_torch, takes
 from optbench.metrics import CASE_SKIPPED, DEVIATION_OBSERVED, DIFFERENTIABLE_MAX_REL_ERR
+from optbench.report.tables import CASE, num
 from optbench.results import row
 from optbench.suite.spec import Suite
 from optbench.usage import UsageError
@@ -167,6 +169,23 @@ def compare(jd: list[np.ndarray], at: dict[float, list[np.ndarray]], p0: list[np
     return out
 
 
+
+def _table(rows):
+    """One line per case: its worst relative error over every input and k, its verdict and what it measured."""
+    sel = rows[(rows["check"] == "differentiable") & (rows["fqn"] == "") & (rows["tensor"] == "")]
+    return sel[CASE].assign(**{"max rel err": sel["value"].map(num), "verdict": sel["status"],
+                               "detail": sel["detail"]})
+
+
+@register_check(
+    counted="differentiable",
+    # opt-in: autograd through k steps with differentiable=True against finite differences of the float64
+    # reference, at float64. steps: each k, the update after k steps differentiated w.r.t. step-1 grads, lr and
+    # initial params; hparams: all, or first; max_params: parameters per case, the first of each (param group,
+    # ndim, kind)
+    config={"steps": [1, 3], "hparams": "all", "max_params": 6},
+    sections=lambda rows: [("Differentiable (autograd through the step against finite differences of the "
+                            "reference)", _table(rows))])
 class DifferentiableCheck:
     name = "differentiable"
     requires = ()

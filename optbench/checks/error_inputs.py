@@ -30,9 +30,11 @@ import warnings
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.registry import register_check
 from optbench.hyperparameters import IMPLEMENTATION_FLAGS, for_torch, is_tensor_form
 from optbench.implementations import Implementation
 from optbench.metrics import ERRORS_REJECTED
+from optbench.report import tables
 from optbench.results import row
 from optbench.suite.spec import ErrorInput, Suite
 
@@ -165,6 +167,8 @@ def not_asked(impl: Implementation, e: ErrorInput, suite: Suite) -> tuple[str, s
     return "", ""
 
 
+@register_check(default=True, counted="errors",
+                sections=lambda rows: [("Error inputs", tables.errors(rows))])
 class ErrorsCheck:
     name = "errors"
     requires = ()

@@ -21,9 +21,11 @@ import torch
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import BASELINE, ParityCheck
+from optbench.checks.registry import register_check
 from optbench.hyperparameters import takes
 from optbench.metrics import FORMS_VS_FLOAT_BITWISE, FORMS_VS_FLOAT_MAX_ERR_EPS
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps
+from optbench.report.forms import table as forms_table
 from optbench.results import row
 from optbench.suite.spec import DTYPES, HparamSet, Suite
 
@@ -107,6 +109,13 @@ def against_twin(case: Case, mine: list[dict], twin: list[dict], declared=frozen
             row(case.labels, check="forms", metric=FORMS_VS_FLOAT_BITWISE, value=float(bitwise), detail=detail)]
 
 
+@register_check(
+    counted="forms",
+    # opt-in: Tensor lr/betas/weight_decay and lr schedulers on the first hparam set. dtypes: null, every dtype of
+    # the suite; compiled: the forms the compiled variant runs (null: all)
+    config={"dtypes": ["float64", "float32"], "compiled": ["float", "tensor_lr", "warmup_cosine_tensor_lr"]},
+    sections=lambda rows: [("Hyperparameter forms (`=`: bit-exact with the float form; `rejected`: torch refuses it)",
+                            forms_table(rows))])
 class FormsCheck:
     name = "forms"
     requires = ()

@@ -4,6 +4,7 @@ transient allocation (optbench.perf.peak_memory) per implementation, after one s
 from __future__ import annotations
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.registry import register_check
 from optbench.metrics import (
     MEM_PEAK_TRANSIENT_BYTES,
     MEM_PEAK_TRANSIENT_BYTES_PER_PARAM,
@@ -12,10 +13,14 @@ from optbench.metrics import (
 )
 from optbench.perf.case_timing import runnable_cases, state_bytes, stepped_once
 from optbench.perf.peak_memory import peak_transient_bytes
+from optbench.report import performance
 from optbench.results import row
 from optbench.suite.spec import Suite
 
 
+@register_check(
+    default=True,
+    sections=lambda rows: [("Memory (state, and the step's peak transient allocation)", performance.memory(rows))])
 class MemoryCheck:
     name = "memory"
     requires = ()

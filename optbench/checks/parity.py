@@ -9,10 +9,9 @@ refusing a combination at construction with a ValueError. Anything else raised i
 
 from __future__ import annotations
 
-import torch
-
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import deviation_rows, split
+from optbench.checks.registry import register_check
 from optbench.hyperparameters import describe
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import (
@@ -27,21 +26,14 @@ from optbench.metrics import (
     PARITY_TOL_EPS,
 )
 from optbench.numerics.accuracy import tolerance_eps
+from optbench.numerics.one_step import update_eps
 from optbench.numerics.precision import precision_rows
 from optbench.numerics.trajectory import run_trajectory
+from optbench.report import tables
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
 
 BASELINE = "for-loop"
-
-
-def update_eps(suite: Suite, dtype: str) -> float | None:
-    """The eps the one-step update check measures in, when the suite's optimizer computes its update
-    in a lower precision than ``dtype`` by design (Muon: bfloat16); None otherwise."""
-    if not suite.update_precision:
-        return None
-    floor = torch.finfo(DTYPES[suite.update_precision]).eps
-    return floor if torch.finfo(DTYPES[dtype]).eps < floor else None
 
 
 def one_step(ctx: RunContext, suite: Suite, dtype: str) -> bool:
@@ -100,6 +92,15 @@ def one_sided_detail(one_sided: dict, suite: Suite) -> str:
             + f" (a candidate spec's state.keys maps them, state.ignore leaves them out{own}: docs/candidates.md)")
 
 
+@register_check(
+    default=True, counted="parity",
+    # one_step: also check each step from the implementation's own state, a tight gate at every dtype
+    # (docs/tolerances.md); false leaves the free-running trajectory alone (Muon keeps its update check, which its
+    # bfloat16 update needs)
+    config={"one_step": True},
+    sections=lambda rows: [("Parity cases", tables.parity(rows)),
+                           ("State precision (the dtype each tensor was kept in)", tables.precision(rows)),
+                           ("Worst tensors (failing cases, top 5)", tables.worst(rows))])
 class ParityCheck:
     name = "parity"
     requires = ()

@@ -16,8 +16,10 @@ import torch
 from omegaconf import DictConfig, ListConfig
 
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.parity import update_eps
+from optbench.checks.registry import register_check
 from optbench.metrics import RESHARD_MAX_ERR_EPS
+from optbench.numerics.one_step import update_eps
+from optbench.report.tables import CASE, num
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
 from optbench.usage import UsageError
@@ -87,6 +89,25 @@ def _closure_driven_reason(case: Case, workload) -> str:
     return f"not run: closure-driven; {why}"
 
 
+
+def _table(rows):
+    """One line per case and rank count: the worst error after the resharded load, its verdict and how it ran."""
+    sel = rows[rows["check"] == "reshard"]
+    return sel[CASE].assign(**{"max err (eps)": sel["value"].map(num), "verdict": sel["status"],
+                               "detail": sel["detail"]})
+
+
+@register_check(
+    counted="reshard",
+    # opt-in: save sharded with DCP, continue on other rank counts. from_ranks: ranks that step first and save
+    # (FSDP2 over a DeviceMesh of this size); to_ranks: ranks that load and continue (a list runs each, e.g.
+    # [3,1]; a plain process always runs too); steps in all, compared with the uninterrupted single-process run at
+    # parity tolerance; save_at: the step after which the checkpoint is saved; backend: auto, gloo on cpu and nccl
+    # on cuda (one GPU per rank; fewer GPUs: a skip row); timeout_s: per group of ranks (a rank that hangs or dies
+    # is an error, never a hang)
+    config={"from_ranks": 2, "to_ranks": 1, "steps": 6, "save_at": 3, "dtype": "float32", "backend": "auto",
+            "timeout_s": 120},
+    sections=lambda rows: [("Resharded checkpoints (DCP: saved on some ranks, continued on others)", _table(rows))])
 class ReshardCheck:
     """One case per for-loop/foreach/fused implementation, on the suite's ``roundtrip_hparams``."""
 

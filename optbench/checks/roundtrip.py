@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.registry import register_check
 from optbench.checks.roundtrip_scenario import Session, run_scenario
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import CASE_UNSUPPORTED, positional_metric, roundtrip_metric
+from optbench.report import roundtrip as roundtrip_tables
 from optbench.results import row
 from optbench.state.positional import POSITIONAL
 from optbench.state.scenarios import BY_NAME, SCENARIOS
@@ -94,6 +96,17 @@ def _rejected(case: Case, ctx: RunContext) -> str:
     return ""
 
 
+@register_check(
+    default=True, counted="roundtrip",
+    # state_dict round-trips by name (optbench/state/scenarios.py), one row per scenario. dtype: the parameters'
+    # and state's; scenarios: all, or a list of names, e.g. [reversed,subset,ddp_prefix]; compiled: the compiled
+    # variant's scenarios (a compile per load; all: every one)
+    config={"dtype": "float32", "steps": 10, "save_at": 5, "scenarios": "all",
+            "compiled": ["same_order", "reversed", "cross_implementation"]},
+    sections=lambda rows: [
+        ("state_dict round-trip matrix (by name · what torch's positional load_state_dict did)",
+         roundtrip_tables.table(rows)),
+        ("torch's positional load per scenario (cases)", roundtrip_tables.silently_wrong(rows))])
 class RoundTripCheck:
     """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``; a row per scenario."""
 

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from optbench.cases import Case, RunContext
-from optbench.checks.parity import update_eps
 from optbench.hyperparameters import for_torch
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
+from optbench.numerics.one_step import update_eps
 from optbench.numerics.trajectory import as_array, objective_closure, set_gradients, snapshot
 from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
 from optbench.state.formats import optimizer_from_dict

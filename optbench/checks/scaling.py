@@ -16,9 +16,11 @@ from pathlib import Path
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.registry import register_check
 from optbench.metrics import CASE_SKIP, SCALING_PARAMS, SCALING_TENSORS
 from optbench.perf.case_timing import timing_rows
 from optbench.perf.roofline import STREAMS
+from optbench.report import performance
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
 
@@ -46,6 +48,15 @@ def workload_names(cfg) -> list[str]:
             + [f"tensors-{int(k)}" for k in cfg.tensor_counts or ()])
 
 
+@register_check(
+    timing=True,
+    # opt-in: step time and % of roofline against size. params: model-shaped sizes (one whose step would not fit
+    # in memory skips); tensor_counts: the same total (tensors_params) split into this many equal tensors;
+    # memory_fraction: skip a size whose parameters, gradients, state and foreach temporaries exceed this fraction
+    # of the available memory
+    config={"params": [1.0e+5, 1.0e+6, 1.0e+7, 1.0e+8], "tensor_counts": [8, 64, 512, 4096],
+            "tensors_params": 1.0e+6, "dtypes": ["float32"], "memory_fraction": 0.5},
+    sections=lambda rows: [("Scaling", performance.scaling(rows))])
 class ScalingCheck:
     name = "scaling"
     requires = ()

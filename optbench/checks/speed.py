@@ -19,10 +19,12 @@ from dataclasses import replace
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.registry import register_check
 from optbench.implementations.adapter import Implementation
 from optbench.metrics import SPEED_GB_PER_S, SPEED_OVERHEAD, SPEED_RAISES, SPEED_RATIO, TIME_UNSTABLE
 from optbench.perf.case_timing import runnable_cases, timing_rows
 from optbench.perf.timed_set import TimedSet
+from optbench.report import performance
 from optbench.results import row
 from optbench.suite.spec import HparamSet, Suite
 
@@ -56,6 +58,25 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
                 None)
 
 
+@register_check(
+    default=True, timing=True,
+    # step time next to the roofline (docs/performance.md). params: the model-shaped timing workload's size
+    # (optbench/workloads/speed.py), contiguous; edge_cases: each timed apart (speed.overhead rows) at edge_dtypes
+    # (null: every dtype); min_run_time seconds of timed rounds (torch.utils.benchmark blocked_autorange) and at
+    # least min_rounds rounds (optbench compare's significance test needs samples), max_run_time the cap on one
+    # case's; repeats: process-level repeats, each in a fresh worker process, merged per case
+    # (optbench/engine/repeats.py; 3+ lets optbench compare test between processes); probe_run_time: per
+    # bandwidth/matmul probe kernel; flush_l2 (CUDA): time each step alone with CUDA events and a flushed L2
+    # (triton.testing.do_bench); threads: torch threads while timing (null: torch's default), recorded as
+    # speed.threads; width/layers/vocab: the sizes sparse-gradient and closure suites (SparseAdam, LBFGS) time
+    config={"params": 4.0e+6, "edge_cases": ["noncontiguous", "tiny_tensors", "zero_size", "none_grads"],
+            "edge_dtypes": ["float32"], "min_run_time": 0.5, "min_rounds": 10, "max_run_time": 30, "repeats": 1,
+            "probe_run_time": 0.3, "flush_l2": False, "threads": None, "width": 256, "layers": 2, "vocab": 1024},
+    sections=lambda rows: [
+        ("Speed (contiguous model workload; roofline: docs/performance.md)",
+         performance.speed(performance.speed_frame(rows))),
+        ("Edge-case overheads (time per stepped parameter over the contiguous model's)",
+         performance.overheads(rows))])
 class SpeedCheck:
     name = "speed"
     requires = ()

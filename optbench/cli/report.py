@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from optbench.checks.registry import counted_checks, report_sections
 from optbench.results import load_run, verdict
 from optbench.usage import EXIT_OK, UsageError
 
@@ -36,7 +37,7 @@ def report_command(args: list[str]) -> int:
     meta, rows = load_run(ns.results[0])
     out = ns.out or (ns.results[0] if ns.results[0].is_dir() else ns.results[0].parent)
     out.mkdir(parents=True, exist_ok=True)
-    print(f"report: {render_report(meta, rows, out)}")
+    print(f"report: {render_report(meta, rows, out, report_sections, counted_checks())}")
     # the run's, as rendered: an unfinished run's is INCOMPLETE whatever its rows say
     print("verdict:", verdict(rows, (meta.get("config") or {}).get("checks") or (), meta.get("run")))
     return EXIT_OK

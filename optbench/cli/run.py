@@ -15,6 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+import optbench.checks  # noqa: F401  (the checks' config blocks, which Hydra's app composes: optbench.checks.registry)
 from optbench.config import CONFIG_MODULE, compose_config, expand_globs, precheck
 from optbench.results import FINISHED
 from optbench.usage import EXIT_CHECK_FAILED, UsageError, fail, worst

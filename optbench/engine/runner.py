@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
+from optbench.checks.registry import counted_checks, report_sections
 from optbench.engine.history import record_quietly
 from optbench.engine.interrupts import Interrupted, MaxFailuresReached, sigterm_interrupts
 from optbench.engine.machine import machine_info
@@ -349,7 +350,8 @@ class SuiteRun:
 
         if run["status"] == FINISHED:  # a history problem warns, never loses the run
             record_quietly(path, self.cfg.get("history_dir"), self.echo)
-        render_report(self.results.meta | {"schema_version": SCHEMA_VERSION}, self.results.table, path.parent)
+        render_report(self.results.meta | {"schema_version": SCHEMA_VERSION}, self.results.table, path.parent,
+                      report_sections, counted_checks())
         return self.results
 
     def execute(self, check, case: Case) -> tuple[list[dict], str]:

@@ -28,6 +28,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from optbench.checks.registry import counted_checks, report_sections
 from optbench.metrics import SWEEP_JOB
 from optbench.results import FAIL, NOTHING_VERIFIED, atomic_write, incomplete, verdict
 from optbench.usage import EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED, EXIT_OK, EXIT_USAGE, UsageError, worst
@@ -224,7 +225,8 @@ def merge(sweep_dir, expected: list[list[str]] | None = None, launcher: str = ""
                       "jobs": [j.record(sweep_dir) for j in jobs]}}
     results = Results(sweep_dir, meta, rows)
     path = results.finish()
-    report = render_report(meta | {"schema_version": SCHEMA_VERSION}, results.table, sweep_dir)
+    report = render_report(meta | {"schema_version": SCHEMA_VERSION}, results.table, sweep_dir, report_sections,
+                           counted_checks())
     table = pd.DataFrame([{"job": j.num, "overrides": " ".join(j.overrides), "folder": r["dir"] or "-",
                            "exit": j.code, "rows": len(j.rows), "wall time (s)": r["wall_s"] or "-",
                            "problem": j.problem or "-"} for j, r in zip(jobs, meta["sweep"]["jobs"])])

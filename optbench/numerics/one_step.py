@@ -191,3 +191,12 @@ class OneStep:
             if not all(err <= ONE_STEP_TOL for _, err in found):  # NaN is past it too
                 found = errors(*self._envelopes(step, name, p_old, grad, state, ref_param, ref_state))
             self.rows += [(step, name, tensor, err, ONE_STEP_TOL) for tensor, err in found]
+
+
+def update_eps(suite, dtype: str) -> float | None:
+    """The eps the one-step update check measures in, when the suite's optimizer computes its update
+    in a lower precision than ``dtype`` by design (Muon: bfloat16); None otherwise."""
+    if not suite.update_precision:
+        return None
+    floor = torch.finfo(getattr(torch, suite.update_precision)).eps
+    return floor if torch.finfo(getattr(torch, dtype)).eps < floor else None

@@ -1,9 +1,8 @@
 """Turn a results file into ``report.md`` with its tables, the parity matrix and PNG plots.
 
 ``load_results`` reads and validates a results file; ``render_report`` writes the report beside it
-(or where asked): summary, machine, configuration, parity matrix (Markdown + ``parity_matrix.png``),
-parity cases, state precision, worst tensors, hyperparameter forms, cross-implementation agreement, declared deviations,
-error inputs, state_dict round-trip, speed, memory, cases without a verdict, and the plots.
+(or where asked): summary, machine, configuration, parity matrix (Markdown + ``parity_matrix.png``), each check's
+own sections (as its registration gives them: ``optbench.checks.registry``), cases without a verdict, and the plots.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from optbench.report import forms, matrix, performance, plots, roundtrip, tables
+from optbench.report import matrix, performance, plots, tables
 from optbench.results import incomplete, load_results, normalize
 
 
@@ -34,9 +33,11 @@ def candidate_section(candidate: dict) -> list[str]:
     return ["## Candidate", text] + ([declared] if declared else []) + [tables.markdown(table.fillna(""))]
 
 
-def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
+def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path, sections=None, counted=()) -> Path:
     """Write ``out_dir/report.md`` and, unless the run said ``report.plots=false``, its PNG plots; return the
-    report's path."""
+    report's path. ``sections``: rows -> [(title, table)], the checks' own sections, and ``counted``: the checks
+    whose statuses the summary counts (``optbench.checks.registry.report_sections`` and ``counted_checks()``, which
+    the callers above the checks pass)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = normalize(rows)
@@ -49,7 +50,7 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
     parts = ([f"**INCOMPLETE: {unfinished}: this report covers the cases that ran; "
               f"`optbench resume {out_dir}` runs the rest.**"] if unfinished else [])
     parts += [f"# optbench: {suite or '?'} on {device or '?'}",
-              tables.summary(rows, cfg.get("checks") or (), meta.get("run")),
+              tables.summary(rows, cfg.get("checks") or (), meta.get("run"), counted),
              "## Machine", tables.markdown(machine.fillna("-")),
              "## Configuration", tables.markdown(tables.config_table(meta, rows))]
     if candidate := meta.get("candidate"):
@@ -65,24 +66,9 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path) -> Path:
                   "hparam set; `ERR`: it raised.", matrix.markdown(rows)]
         if plotting and matrix.heatmap(rows, out_dir / "parity_matrix.png"):
             parts += ["![parity matrix](parity_matrix.png)"]
-    sections = [("Parity cases", tables.parity(rows)), ("State precision (the dtype each tensor was kept in)",
-                                                        tables.precision(rows)),
-                ("Worst tensors (failing cases, top 5)", tables.worst(rows)),
-                ("Hyperparameter forms (`=`: bit-exact with the float form; `rejected`: torch refuses it)",
-                 forms.table(rows)),
-                ("Cross-implementation agreement", tables.cross(rows)),
-                ("Declared deviations", tables.deviations(rows)),
-                ("Error inputs", tables.errors(rows)),
-                ("state_dict round-trip matrix (by name · what torch's positional "
-                 "load_state_dict did)", roundtrip.table(rows)),
-                ("torch's positional load per scenario (cases)", roundtrip.silently_wrong(rows)),
-                ("Speed (contiguous model workload; roofline: docs/performance.md)", performance.speed(wide)),
-                ("Edge-case overheads (time per stepped parameter over the contiguous model's)",
-                 performance.overheads(rows)),
-                ("Memory (state, and the step's peak transient allocation)", performance.memory(rows)),
-                ("Scaling", performance.scaling(rows)),
-                ("Cases without a verdict (errors, unsupported, skipped)", tables.not_run(rows))]
-    parts += [p for title, frame in sections if not frame.empty for p in (f"## {title}", tables.markdown(frame))]
+    shown = [*(sections(rows) if sections else []),
+             ("Cases without a verdict (errors, unsupported, skipped)", tables.not_run(rows))]
+    parts += [p for title, frame in shown if not frame.empty for p in (f"## {title}", tables.markdown(frame))]
     images = [f"![{alt}]({name})" for alt, name, plot, data in (
         ("step time", "step_time.png", plots.step_time, wide),
         ("error vs step", "error_vs_step.png", plots.error_vs_step, rows),

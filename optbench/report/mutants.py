@@ -6,8 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from optbench.checks.parity import update_eps
-from optbench.numerics.one_step import UPDATE_FLOOR_EPS
+from optbench.numerics.one_step import UPDATE_FLOOR_EPS, update_eps
 from optbench.report.tables import markdown
 from optbench.suite.catalog import suite_by_name
 from optbench.suite.spec import DTYPES, REAL_DTYPES

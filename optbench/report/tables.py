@@ -56,10 +56,12 @@ def by_case(rows: pd.DataFrame, name: str, keys=CASE) -> pd.DataFrame:
     return metric(rows, name).drop_duplicates(keys).set_index(keys)[["value", "status", "detail"]]
 
 
-def summary(rows: pd.DataFrame, checks=(), run: dict | None = None) -> str:
-    """The overall verdict (``optbench.results.verdict``) and the verdict counts of the checks that give them."""
-    counted = rows[rows["check"].isin(["parity", "cross", "roundtrip", "errors", "deviation"])
-                   & (rows["fqn"].eq("") | rows["check"].eq("deviation")) & rows["status"].ne("info")]
+def summary(rows: pd.DataFrame, checks=(), run: dict | None = None, counted_checks=()) -> str:
+    """The overall verdict (``optbench.results.verdict``) and the verdict counts of ``counted_checks`` (the checks
+    that give verdicts, as registered: ``optbench.checks.registry.counted_checks``)."""
+    counted = rows[rows["check"].isin(list(counted_checks))
+                   & ((rows["fqn"].eq("") & rows["tensor"].eq("")) | rows["check"].eq("deviation"))
+                   & rows["status"].ne("info")]
     per_check = counted.groupby("check")["status"].value_counts().unstack(fill_value=0)
     parts = [f"{check}: " + ", ".join(f"{int(n)} {status}" for status, n in counts.items() if n)
              for check, counts in per_check.iterrows()]
