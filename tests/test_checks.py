@@ -81,8 +81,10 @@ def test_a_check_registered_from_outside_is_configured_planned_run_reported_and_
     from optbench.checks.registry import register_check, unregister
     from optbench.results import row
 
-    @register_check(config={"limit": 1}, counted="toy",
-                    sections=lambda rows: [("Toy check", rows[rows["metric"] == "toy.value"][["impl", "status", "value"]])])
+    def section(rows):
+        return [("Toy check", rows[rows["metric"] == "toy.value"][["impl", "status", "value"]])]
+
+    @register_check(config={"limit": 1}, counted="toy", sections=section)
     class ToyCheck:
         name = "toy"
         requires = ()

@@ -19,7 +19,7 @@ from optbench.suite.spec import Suite
 
 
 @register_check(
-    default=True,
+    default=True, alone=True,
     sections=lambda rows: [("Memory (state, and the step's peak transient allocation)", performance.memory(rows))])
 class MemoryCheck:
     name = "memory"

@@ -2,11 +2,12 @@
 
 ``@register_check(...)`` on a ``Check`` class (``checks.base``) records an instance of it under its ``name``,
 with its block of the run config (``config``: defaults, under the check's name, overridable as
-``optbench run <name>.<key>=...``), whether a plain run selects it (``default``), whether it times (``timing``:
-its cases run alone, after the rest), how report.md shows its rows (``sections``: rows -> [(title, DataFrame)])
-and whose statuses the report's summary line counts (``counted``: the ``check`` value of its rows). The runner,
-the config, the report and the summary iterate the registry, in run order within a group of cases (``arrange``:
-the built-in checks first, in the order ``optbench.checks`` gives). ``unregister`` removes one (a test's toy check).
+``optbench run <name>.<key>=...``), whether a plain run selects it (``default``), whether it measures time or
+memory (``alone``: its cases run alone, after the rest), how report.md shows its rows (``sections``: rows ->
+[(title, DataFrame)]) and whose statuses the report's summary line counts (``counted``: the ``check`` value of
+its rows). The runner, the config, the report and the summary iterate the registry, in run order within a group
+of cases (``arrange``: the built-in checks first, in the order ``optbench.checks`` gives). ``unregister`` removes
+one (a test's toy check).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Registration:
     check: Check
     config: dict | None = None
     default: bool = False
-    timing: bool = False
+    alone: bool = False
     sections: Sections | None = None
     counted: str | None = None
 
@@ -38,7 +39,7 @@ REGISTRATIONS: dict[str, Registration] = {}
 REGISTRY: dict[str, Check] = {}  # name -> check, in registration order
 
 
-def register_check(*, config: dict | None = None, default: bool = False, timing: bool = False,
+def register_check(*, config: dict | None = None, default: bool = False, alone: bool = False,
                    sections: Sections | None = None, counted: str | None = None):
     """Register the decorated ``Check`` class (see the module docstring); a second check of the same name is an
     error."""
@@ -47,7 +48,7 @@ def register_check(*, config: dict | None = None, default: bool = False, timing:
         check = cls()
         if check.name in REGISTRY:
             raise ValueError(f"a check named {check.name!r} is registered already ({type(REGISTRY[check.name])})")
-        REGISTRATIONS[check.name] = Registration(check, dict(config) if config else None, default, timing,
+        REGISTRATIONS[check.name] = Registration(check, dict(config) if config else None, default, alone,
                                                  sections, counted)
         REGISTRY[check.name] = check
         store_config_defaults()
@@ -78,9 +79,9 @@ def default_checks() -> list[str]:
     return [name for name, r in REGISTRATIONS.items() if r.default]
 
 
-def timing_checks() -> tuple[str, ...]:
-    """The checks whose cases are timed: each runs alone, after the rest."""
-    return tuple(name for name, r in REGISTRATIONS.items() if r.timing)
+def alone_checks() -> tuple[str, ...]:
+    """The checks that measure time or memory: their cases run one at a time, after the rest."""
+    return tuple(name for name, r in REGISTRATIONS.items() if r.alone)
 
 
 def config_defaults() -> dict:

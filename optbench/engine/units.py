@@ -1,13 +1,14 @@
 """Units: how a run's plan is cut for worker processes. A unit is a group of cases that share scratch (parity
 leaves trajectories that cross reads; forms and speed compare with an earlier case of their group; errors' last
-case sums up its implementation's inputs), which run in one process in plan order, or else one case. Timing units
-(speed, memory, scaling) are kept apart: they run after the rest, one at a time."""
+case sums up its implementation's inputs), which run in one process in plan order, or else one case. Units of the
+checks registered ``alone`` (speed, memory, scaling: they measure) are kept apart: they run after the rest, one at a
+time."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from optbench.results import MEASURING
+from optbench.checks.registry import alone_checks
 
 SHARES_SCRATCH = ("parity", "cross", "forms", "speed", "errors")  # cases that read what an earlier one left
 
@@ -31,9 +32,9 @@ def cut_into_units(plan) -> tuple[list[Unit], list[Unit]]:
     """The plan (``(check, case)`` pairs) cut into units: (those that may run side by side, the timing ones)."""
     parallel: list[Unit] = []
     timing: list[Unit] = []
-    last = None
+    last, alone = None, alone_checks()
     for index, (check, case) in enumerate(plan):
-        into = timing if check.name in MEASURING else parallel
+        into = timing if check.name in alone else parallel
         key = (case.suite.name, check.group(case)) if check.name in SHARES_SCRATCH else None
         if key is not None and key == last and into and into[-1].items[-1] == index - 1:
             into[-1].items.append(index)
