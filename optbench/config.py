@@ -73,6 +73,15 @@ def precheck(overrides: list[str], config_dirs=()) -> None:
                     check_suite_file(value, config_dirs)
 
 
+def search_path(config_dirs=()) -> list[str]:
+    """The ``hydra.searchpath=`` override that lets Hydra find the plugins' suite files (``optbench.plugins``) and
+    the ``config_dirs``' ([] when there are none)."""
+    from optbench import plugins
+
+    dirs = [d for d in plugins.suite_dirs() if d not in config_dirs] + list(config_dirs)
+    return [f"hydra.searchpath=[{','.join('file://' + d for d in dirs)}]"] if dirs else []
+
+
 def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
     """Compose once with Hydra's compose API so a bad override is one line, not Hydra's error page."""
     from hydra import compose, initialize_config_module
@@ -80,7 +89,7 @@ def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
 
     import optbench.checks  # noqa: F401  (the checks' config blocks: optbench.checks.registry)
 
-    searchpath = [f"hydra.searchpath=[{','.join('file://' + d for d in config_dirs)}]"] if config_dirs else []
+    searchpath = search_path(config_dirs)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):

@@ -124,3 +124,15 @@ def test_every_check_has_a_report_section_and_every_verdict_giving_check_is_coun
         [n for n, r in REGISTRATIONS.items() if r.sections is None]
     assert set(counted_checks()) == {"parity", "cross", "deviation", "roundtrip", "errors", "differentiable",
                                      "reshard", "forms"}
+
+
+def test_declared_status_is_one_rule_for_every_check():
+    """A declared deviation turns a fail into xfail and a pass into xpass (a plain pass where it is intermittent);
+    an error stays an error unless the check's declarations describe a raise; no declaration changes nothing."""
+    from optbench.checks.deviations import declared_status
+
+    d, sometimes = Deviation("F99", "test"), Deviation("F99", "test", intermittent=True)
+    assert [declared_status(s, d) for s in ("pass", "fail", "error", "skip")] == ["xpass", "xfail", "error", "skip"]
+    assert declared_status("pass", sometimes) == "pass" and declared_status("fail", sometimes) == "xfail"
+    assert declared_status("error", d, errors=True) == "xfail"
+    assert [declared_status(s, None) for s in ("pass", "fail", "error")] == ["pass", "fail", "error"]

@@ -9,6 +9,7 @@ it (``checks=[cross]`` alone is a usage error naming parity: ``engine.selection.
 
 from __future__ import annotations
 
+from optbench import plugins
 from optbench.checks import (  # noqa: F401  (importing a check's module registers it)
     cross,
     deviations,
@@ -28,5 +29,6 @@ from optbench.checks.registry import REGISTRATIONS, REGISTRY, arrange, register_
 # run order within a group of cases: parity first (cross and forms read its trajectories), the timed ones last
 arrange(["parity", "cross", "forms", "deviations", "roundtrip", "errors", "differentiable", "speed", "memory",
          "scaling", "reshard"])
+plugins.load("optbench.checks")  # other packages' checks (optbench.plugins), after the built-in ones
 
 __all__ = ["REGISTRATIONS", "REGISTRY", "Check", "register_check", "unregister"]

@@ -30,6 +30,7 @@ import warnings
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.deviations import declared_status
 from optbench.checks.registry import register_check
 from optbench.hyperparameters import IMPLEMENTATION_FLAGS, for_torch, is_tensor_form
 from optbench.implementations import Implementation
@@ -227,7 +228,7 @@ def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
     if not declared:
         return status, detail, ""
     finding = declared[0].finding
-    return {"fail": "xfail", "pass": "xpass"}[status], f"{finding}: {declared[0].reason} Observed: {detail}", finding
+    return declared_status(status, declared[0]), f"{finding}: {declared[0].reason} Observed: {detail}", finding
 
 
 def summary(impl_name: str, counts: dict) -> str:

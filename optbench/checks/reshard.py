@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig, ListConfig
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.deviations import declared_status
 from optbench.checks.registry import register_check
 from optbench.metrics import RESHARD_MAX_ERR_EPS
 from optbench.numerics.one_step import update_eps
@@ -161,7 +162,7 @@ class ReshardCheck:
                                f"smaller: the update is computed in {case.suite.update_precision} by design")
             status = d.status
             if declared and status in ("pass", "fail"):  # a recorded upstream reason
-                status = {"fail": "xfail", "pass": "pass" if declared[0].intermittent else "xpass"}[status]
+                status = declared_status(status, declared[0])
                 detail += f"; declared: {declared[0].finding}: {declared[0].reason}"
             rows.append(row(case.labels, check="reshard", metric=RESHARD_MAX_ERR_EPS, value=d.max_err_eps,
                             unit="eps", status=status, detail=detail, step=s.steps,

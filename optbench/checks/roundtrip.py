@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.deviations import declared_status
 from optbench.checks.registry import register_check
 from optbench.checks.roundtrip_scenario import Session, run_scenario
 from optbench.implementations.candidate import rejected_at_construction
@@ -166,8 +167,8 @@ class RoundTripCheck:
                     status, detail, verdict, vdetail = (
                         "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", "", "")
             dev = [d for d in declared if d.matches_scenario(scenario.name)]
-            if dev and status in ("pass", "fail", "error"):
-                status = "xpass" if status == "pass" else "xfail"
+            if dev and status in ("pass", "fail", "error"):  # a scenario may be declared to raise (torch's load)
+                status = declared_status(status, dev[0], errors=True)
                 detail += f"; declared: {dev[0].finding}: {dev[0].reason}"
             counts[status] = counts.get(status, 0) + 1
             labels = case.labels

@@ -5,15 +5,22 @@ from __future__ import annotations
 import torch
 from omegaconf import OmegaConf
 
+from optbench import plugins
 from optbench.implementations import torch_implementations
 from optbench.suite.catalog import candidate_suite_names, optimizer_suite_names, resolve, suite_files
 from optbench.suite.spec import DTYPES, Suite
 from optbench.usage import EXIT_OK, UsageError
 
 
-def suites() -> list[Suite]:
-    files = suite_files()
-    return [resolve(OmegaConf.create(files[n].read_text(encoding="utf-8")))[0] for n in optimizer_suite_names()]
+def suites() -> list[Suite | str]:
+    """Every single-optimizer suite, or for one that cannot be loaded (a plugin's, a broken file) a line saying why."""
+    files, out = suite_files(), []
+    for name in optimizer_suite_names():
+        try:
+            out.append(resolve(OmegaConf.create(files[name].read_text(encoding="utf-8")))[0])
+        except (UsageError, ValueError, ImportError, AttributeError, LookupError) as exc:
+            out.append(f"  {name:<11} cannot be loaded: {(str(exc).splitlines() or [''])[0]}")
+    return out
 
 
 def describe() -> str:
@@ -21,6 +28,9 @@ def describe() -> str:
     lines = [f"torch {torch.__version__}; devices: {', '.join(d.type for d in devices)}", "", "suites:"]
     covered = set()
     for suite in suites():
+        if isinstance(suite, str):
+            lines.append(suite)
+            continue
         covered.add(suite.optimizer)
         if "." not in suite.optimizer and not hasattr(torch.optim, suite.optimizer):
             lines.append(f"  {suite.name:<11} {suite.optimizer:<11} not in this torch (torch.optim.{suite.optimizer} "
@@ -53,8 +63,20 @@ def describe() -> str:
         lines.append(f"candidate-only suites (optbench run suite=<name> candidate=...): {', '.join(candidate_only)}")
     if others:
         lines.append(f"torch.optim optimizers without a suite yet: {', '.join(others)}")
+    lines += plugin_lines()
     lines += ["", "test your own optimizer: optbench run suite=adamw candidate=my_pkg.optim.MyAdamW"]
     return "\n".join(lines)
+
+
+def plugin_lines() -> list[str]:
+    """Every installed plugin (``optbench.plugins``) by group: where it came from, and why it did not load."""
+    import optbench.checks  # noqa: F401  (loads the check plugins)
+
+    found = [p for group in plugins.GROUPS for p in plugins.load(group)]
+    if not found:
+        return []
+    return ["", "plugins:"] + [f"  {p.group:<20} {p.where}" + (f": did not load: {p.error}" if p.error else "")
+                               for p in found]
 
 
 def list_command(args: list[str]) -> int:

@@ -16,7 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 import optbench.checks  # noqa: F401  (the checks' config blocks, which Hydra's app composes: optbench.checks.registry)
-from optbench.config import CONFIG_MODULE, compose_config, expand_globs, precheck
+from optbench.config import CONFIG_MODULE, compose_config, expand_globs, precheck, search_path
 from optbench.results import FINISHED
 from optbench.usage import EXIT_CHECK_FAILED, UsageError, fail, worst
 
@@ -90,7 +90,7 @@ def run_command(args: list[str]) -> int:
         make_writable(Path(str(cfg.out_dir)))
     _exit_codes.clear()
     saved_argv = sys.argv
-    sys.argv = ["optbench run", *args]
+    sys.argv = ["optbench run", *args, *search_path()]  # the plugins' suites (--config-dir's: Hydra's own flag)
     try:
         run_app()
     except SystemExit as exc:  # Hydra's exit after printing an exception: in a sweep, a job that raised or died

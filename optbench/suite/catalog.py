@@ -1,4 +1,4 @@
-"""Which suites exist: discovered from the suite files, built-in and in ``--config-dir`` folders.
+"""Which suites exist: discovered from the suite files, built-in, of plugins and in ``--config-dir`` folders.
 
 A suite file names an ``optimizer`` and a ``reference``; a meta-suite (``smoke``, ``all``) names
 ``members: all`` and runs every such suite file found, optionally trimmed to some hparam sets and dtypes.
@@ -16,14 +16,17 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from optbench import plugins
 from optbench.suite.spec import Suite
 from optbench.suites import CONFIG_MODULE
 from optbench.usage import UsageError
 
 
 def suite_files(config_dirs=()) -> dict[str, object]:
-    """Suite name -> file, built-in first; a file of the same name in a config dir wins."""
-    folders = [resources.files(CONFIG_MODULE) / "suite"] + [Path(d) / "suite" for d in config_dirs]
+    """Suite name -> file: built-in, then the ``optbench.suites`` plugins' (``optbench.plugins``), then the config
+    dirs'; a later file of the same name wins."""
+    dirs = [*plugins.suite_dirs(), *config_dirs]
+    folders = [resources.files(CONFIG_MODULE) / "suite"] + [Path(d) / "suite" for d in dirs]
     found = {}
     for folder in folders:
         if folder.is_dir():

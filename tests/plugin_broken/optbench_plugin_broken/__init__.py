@@ -1,0 +1,1 @@
+"""A plugin package whose check module is broken."""

@@ -1,0 +1,58 @@
+"""Plugins (optbench.plugins): a package ships its suite, reference, check and adapter key through entry points.
+
+The example plugin under tests/plugin_example (Signum, an optimizer torch lacks) and a broken one are pip-installed
+into a folder put on PYTHONPATH, and optbench runs with them as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    for package in ("plugin_example", "plugin_broken"):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--target", str(target), str(HERE / package)], check=True, capture_output=True, timeout=300)
+    return target
+
+
+def optbench(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site), "OPTBENCH_PLOTS": "false", "OPTBENCH_HISTORY_DIR": ""}
+    return subprocess.run([sys.executable, "-m", "optbench", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_optbench_list_shows_each_plugin_and_where_it_came_from(site, tmp_path):
+    proc = optbench(site, "list", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "optbench.suites example = optbench_plugin_example (from optbench-plugin-example 0.1.0)" in out, out
+    assert "optbench.references signum = optbench_plugin_example.reference (from optbench-plugin-example" in out
+    assert "optbench.checks example = optbench_plugin_example.checks (from optbench-plugin-example" in out
+    assert "signum" in out.split("plugins:")[0]  # the plugin's suite among the suites
+    # the broken plugin: one line naming it, on stderr and in the list; everything else loaded
+    broken = [ln for ln in proc.stderr.splitlines() if "optbench_plugin_broken" in ln]
+    assert len(broken) == 1 and "did not load: ImportError: this plugin needs a package" in broken[0], proc.stderr
+    assert "broken = optbench_plugin_broken.checks (from optbench-plugin-broken 0.1.0): did not load" in out
+
+
+def test_a_plugins_suite_reference_and_check_run_and_a_wrong_optimizer_fails(site, tmp_path):
+    """The plugin's suite runs against the plugin's reference, with the plugin's own check planned, run, reported
+    and counted; a deliberately wrong Signum fails the same suite's parity."""
+    run = ["run", "suite=signum", "checks=[parity,cross,roundtrip,errors,step_size]", "jobs=1"]
+    proc = optbench(site, *run, f"out_dir={tmp_path / 'ok'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "verdict: PASS" in proc.stdout
+    report = (tmp_path / "ok" / "report.md").read_text()
+    assert "## Step size after one step (plugin check)" in report and "step_size: " in report
+    proc = optbench(site, *run[:2], "checks=[parity]", "candidate=optbench_plugin_example.BrokenSignum",
+                    "impl=[candidate]", f"out_dir={tmp_path / 'broken'}", cwd=tmp_path)
+    assert proc.returncode == 1 and "verdict: FAIL" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
