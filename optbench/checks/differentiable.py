@@ -29,6 +29,7 @@ import torch
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.registry import register_check
 from optbench.hyperparameters import complete, for_torch, takes
+from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import CASE_SKIPPED, DEVIATION_OBSERVED, DIFFERENTIABLE_MAX_REL_ERR
 from optbench.report.tables import CASE, num
 from optbench.results import row
@@ -42,7 +43,6 @@ H = 1e-4  # the relative move of the finite differences (and 2H)
 TOLERANCE = 1e-6  # relative error allowed where the differences resolve the derivative
 NOISE = 4.0  # the differences' rounding allowed: NOISE * eps * (|p_0| + |update|) / H per FQN
 KINK = 1e-3  # extrapolation error or second-difference misfit past this (relative): a kink, left out
-BASELINE = "for-loop"
 NON_LEAF = "The .grad attribute of a Tensor that is not a leaf"  # torch reads .grad of the (non-leaf) parameters
 
 

@@ -14,6 +14,7 @@ from optbench.checks.deviations import deviation_rows, split
 from optbench.checks.registry import register_check
 from optbench.hyperparameters import describe
 from optbench.implementations.candidate import rejected_at_construction
+from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import (
     CASE_SKIPPED,
     CASE_UNSUPPORTED,
@@ -32,8 +33,6 @@ from optbench.numerics.trajectory import run_trajectory
 from optbench.report import tables
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
-
-BASELINE = "for-loop"
 
 
 def one_step(ctx: RunContext, suite: Suite, dtype: str) -> bool:

@@ -16,6 +16,7 @@ import torch
 
 from optbench.cases import Case, RunContext
 from optbench.hyperparameters import for_torch
+from optbench.implementations.torch_variants import BASELINE
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.one_step import update_eps
 from optbench.numerics.trajectory import as_array, objective_closure, set_gradients, snapshot
@@ -271,7 +272,7 @@ def previous_implementation(session: Session):
     chain = [n for n in IMPLEMENTATION_CHAIN if session.impl(n) is not None
              and not session.ctx.unavailable(session.impl(n), session.case.dtype)]
     if here not in chain:
-        return session.impl("for-loop") if here != "for-loop" else None
+        return session.impl(BASELINE) if here != BASELINE else None
     at = chain.index(here)
     other = chain[at - 1] if at > 0 else (chain[1] if len(chain) > 1 and chain[1] != "compiled" else None)
     return session.impl(other) if other else None

@@ -10,7 +10,8 @@ from optbench.hyperparameters import takes
 from .adapter import Implementation
 from .candidate import load_optimizer_class
 
-TORCH_VARIANTS = ("for-loop", "foreach", "fused", "compiled", "capturable", "graphed")
+BASELINE = "for-loop"  # the implementation every other is compared with: torch's plain per-tensor loop
+TORCH_VARIANTS = (BASELINE, "foreach", "fused", "compiled", "capturable", "graphed")
 # Optimizers without a ``capturable`` flag whose step keeps no state on the host, so that it can be
 # captured as it is (torch's whole-network capture example steps SGD in the graph).
 CAPTURABLE_WITHOUT_FLAG = (torch.optim.SGD,)

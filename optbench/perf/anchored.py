@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import SPEED_RATIO, SPEED_REPEAT_RATIO, TIME_ROUND_MS
 from optbench.perf.ratio_stats import CASE, TIMING_CHECKS, between_processes, ratio_interval
 
-FORLOOP = "for-loop"
+FORLOOP = BASELINE
 IMPL = 1  # the position of impl in a case key (suite, impl, dtype, hparams, device, workload, check)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optbench.cases import Case, RunContext
+from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import (
     SPEED_OVERHEAD,
     SPEED_OVERHEAD_CI_HIGH,
@@ -31,7 +32,7 @@ from optbench.perf.noise import Noise
 from optbench.perf.timing import Timing
 from optbench.results import row
 
-FORLOOP = "for-loop"
+FORLOOP = BASELINE
 
 
 def ident(case: Case) -> tuple[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from optbench.numerics.one_step import UPDATE_FLOOR_EPS, update_eps
+from optbench.numerics.one_step import ONE_STEP_TOL, UPDATE_FLOOR_EPS, update_eps
 from optbench.report.tables import markdown
 from optbench.suite.catalog import suite_by_name
 from optbench.suite.spec import DTYPES, REAL_DTYPES
@@ -34,7 +34,7 @@ def size_at(table: pd.DataFrame, mutant: str, dtype: str) -> str:
         one = max(max(p * _update_eps(suite, where) / _update_eps(suite, dtype), s * eps(where) / eps(dtype))
                   for p, s, _ in measured)
         drift = max(d for *_, d in measured) * eps(where) / eps(dtype)
-        return f"size at {where}, in {dtype} eps: one-step {one:.2g} (tol 16), drift {drift:.2g}"
+        return f"size at {where}, in {dtype} eps: one-step {one:.2g} (tol {ONE_STEP_TOL:g}), drift {drift:.2g}"
     return "size unknown (run it at float32 too)"
 
 
