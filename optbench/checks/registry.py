@@ -3,7 +3,8 @@
 ``@register_check(...)`` on a ``Check`` class (``checks.base``) records an instance of it under its ``name``,
 with its block of the run config (``config``: defaults, under the check's name, overridable as
 ``optbench run <name>.<key>=...``), whether a plain run selects it (``default``), whether it measures time or
-memory (``alone``: its cases run alone, after the rest), how report.md shows its rows (``sections``: rows ->
+memory (``alone``: its cases run alone, after the rest), whether it times steps (``timed``: with ``speed.threads``
+torch threads, the others with ``check_threads``), how report.md shows its rows (``sections``: rows ->
 [(title, DataFrame)]) and whose statuses the report's summary line counts (``counted``: the ``check`` value of
 its rows). The runner, the config, the report and the summary iterate the registry, in run order within a group
 of cases (``arrange``: the built-in checks first, in the order ``optbench.checks`` gives). ``unregister`` removes
@@ -31,6 +32,7 @@ class Registration:
     config: dict | None = None
     default: bool = False
     alone: bool = False
+    timed: bool = False
     sections: Sections | None = None
     counted: str | None = None
 
@@ -40,7 +42,7 @@ REGISTRY: dict[str, Check] = {}  # name -> check, in registration order
 
 
 def register_check(*, config: dict | None = None, default: bool = False, alone: bool = False,
-                   sections: Sections | None = None, counted: str | None = None):
+                   timed: bool = False, sections: Sections | None = None, counted: str | None = None):
     """Register the decorated ``Check`` class (see the module docstring); a second check of the same name is an
     error."""
 
@@ -49,7 +51,7 @@ def register_check(*, config: dict | None = None, default: bool = False, alone: 
         if check.name in REGISTRY:
             raise ValueError(f"a check named {check.name!r} is registered already ({type(REGISTRY[check.name])})")
         REGISTRATIONS[check.name] = Registration(check, dict(config) if config else None, default, alone,
-                                                 sections, counted)
+                                                 timed, sections, counted)
         REGISTRY[check.name] = check
         store_config_defaults()
         return cls

@@ -49,7 +49,7 @@ def workload_names(cfg) -> list[str]:
 
 
 @register_check(
-    alone=True,
+    alone=True, timed=True,
     # opt-in: step time and % of roofline against size. params: model-shaped sizes (one whose step would not fit
     # in memory skips); tensor_counts: the same total (tensors_params) split into this many equal tensors;
     # memory_fraction: skip a size whose parameters, gradients, state and foreach temporaries exceed this fraction

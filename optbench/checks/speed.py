@@ -59,7 +59,7 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
 
 
 @register_check(
-    default=True, alone=True,
+    default=True, alone=True, timed=True,
     # step time next to the roofline (docs/performance.md). params: the model-shaped timing workload's size
     # (optbench/workloads/speed.py), contiguous; edge_cases: each timed apart (speed.overhead rows) at edge_dtypes
     # (null: every dtype); min_run_time seconds of timed rounds (torch.utils.benchmark blocked_autorange) and at

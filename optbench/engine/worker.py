@@ -34,26 +34,26 @@ def serve(requests, out) -> None:
     """Answer ``requests`` (an iterable of JSON lines) until it ends."""
     from omegaconf import OmegaConf
 
-    run = plan = None
+    planner = plan = executor = None
     for line in requests:
         request = json.loads(line)
         if request["op"] == "init":
             sys.path[:] = request["sys_path"]
             try:
-                from optbench.engine.runner import SuiteRun, quiet_torch
+                from optbench.engine.executor import Executor, quiet_torch
+                from optbench.engine.planner import Planner
 
                 quiet_torch()
-                run = SuiteRun(OmegaConf.create(request["cfg"]), request["out_dir"],
-                               config_dirs=request["config_dirs"], probe_machine=False)
-                plan = run.plan()
+                planner = Planner(OmegaConf.create(request["cfg"]), config_dirs=request["config_dirs"])
+                plan, executor = planner.plan(), Executor(planner.ctx, planner.seed)
             except BaseException as exc:
                 _send(out, {"ev": "failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
                             "traceback": traceback.format_exc()})
                 return
-            _send(out, {"ev": "ready", "cases": len(plan), "fingerprint": run.plan_fingerprint()})
+            _send(out, {"ev": "ready", "cases": len(plan), "fingerprint": planner.plan_fingerprint()})
         elif request["op"] == "unit":  # fresh: False goes on from the last unit's state (the pytest gate's items)
-            for index, mode, rows, line in run.run_unit(request["items"], request.get("fresh", True),
-                                                        lambda i: _send(out, {"ev": "start", "index": i})):
+            for index, mode, rows, line in executor.run_unit(plan, request["items"], request.get("fresh", True),
+                                                             lambda i: _send(out, {"ev": "start", "index": i})):
                 _send(out, {"ev": "case", "index": index} | ({"rows": rows, "line": line} if mode == "run" else {}))
             _send(out, {"ev": "unit-done"})
 

@@ -1,0 +1,99 @@
+"""Running cases in this process: a case's rows, whatever the code under test does, from a fresh unit state.
+
+``Executor.execute`` runs one (check, case): an exception, ``SystemExit`` included, becomes an ``error`` row of the
+case, and every case records what it cost (``run.case_s``). ``run_unit`` runs a unit's requests in order from the
+same state whatever ran before it in the process (scratch, RNGs, compiled graphs reset): which worker runs which
+unit never changes a row. The worker process and ``jobs=0`` both run units through it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import time
+import traceback
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from optbench.cases import Case, RunContext
+from optbench.checks.registry import REGISTRATIONS
+from optbench.metrics import CASE_ERROR, RUN_CASE_S
+from optbench.reference import ContractError
+from optbench.results import row
+
+
+def quiet_torch() -> None:
+    warnings.filterwarnings("ignore", message="Sparse invariant checks")
+    # a compiled step calls the optimizer's original step, which the scheduler's call counter does not see
+    warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
+    torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
+
+
+@contextmanager
+def threads(n: int | None):
+    """Run with ``n`` intra-op threads (None: leave torch's setting), restoring it afterwards."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class Executor:
+    """Runs the cases of a plan in this process, with the run's ``ctx`` and ``seed``."""
+
+    def __init__(self, ctx: RunContext, seed: int):
+        self.ctx, self.seed = ctx, seed
+
+    def reset_for_unit(self) -> None:
+        """What a unit may see of the units before it in this process: nothing that changes a row."""
+        self.ctx.scratch.clear()
+        torch.manual_seed(self.seed)
+        np.random.seed(self.seed % 2**32)
+        random.seed(self.seed)
+        if "torch._dynamo" in sys.modules:  # graphs compiled (shapes marked dynamic) by an earlier unit
+            torch._dynamo.reset()
+
+    def run_unit(self, plan: list, requests: list, fresh: bool = True, started=None):
+        """Run one unit's ``requests`` (``[index, "run" | "replay"]`` into ``plan``, as ``Unit.requests`` gives
+        them), from a fresh unit state unless ``fresh`` is False; yields ``(index, mode, rows, line)`` per request
+        (a replay only rebuilds the scratch a later case reads: its rows are not recorded). ``started(index)`` is
+        called as each case begins."""
+        if fresh:
+            self.reset_for_unit()
+        for index, mode in requests:
+            if started is not None:
+                started(index)
+            yield (index, mode, *self.execute(*plan[index]))
+
+    def execute(self, check, case: Case) -> tuple[list[dict], str]:
+        """Run one case here: its rows (an exception, ``SystemExit`` included, becomes an ``error`` row) and
+        console line. The checks registered ``timed`` run with ``speed.threads`` torch threads, the rest with
+        ``check_threads``."""
+        cfg, registered = self.ctx.cfg, REGISTRATIONS.get(check.name)
+        timed = registered is not None and registered.timed
+        with_threads = cfg.speed.get("threads") if timed else cfg.get("check_threads")
+        started = time.perf_counter()
+        try:
+            with threads(with_threads):
+                outcome = check.run(case, self.ctx)
+            rows, line = outcome.rows, outcome.line
+        except (Exception, SystemExit) as exc:  # a crashing implementation is a finding, not a harness failure
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            detail = (f"{check.name}: {message}" if isinstance(exc, ContractError)  # names its module: no location
+                      else f"{check.name}: {type(exc).__name__}: {message} "
+                           f"({Path(where.filename).name}:{where.lineno})")
+            rows = [row(case.labels, check=check.name, metric=CASE_ERROR, value=1, status="error", detail=detail)]
+            line = f"  ERROR {check.name} {case.impl_name} {case.dtype} {case.labels['hparams']}: {detail}"
+        if rows:  # what each case cost, so a slow suite can be read off its results
+            labels = {k: rows[0][k] for k in ("suite", "optimizer", "impl", "dtype", "hparams", "device", "workload")}
+            rows.append(row(labels, check=check.name, metric=RUN_CASE_S, value=time.perf_counter() - started, unit="s"))
+        return rows, line

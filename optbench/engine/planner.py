@@ -1,0 +1,112 @@
+"""A run's plan: the run config resolved once (or a one-line UsageError), and every (check, case) pair in order.
+
+``Planner`` reads the composed config once, through ``engine.selection``: suites (their hparam sets, options and
+device-scoped declarations), device, checks, implementations, dtypes, steps and seed, the candidate, jobs and
+timeouts; the checks read the ``RunContext`` it builds. ``plan()`` asks each selected check for its cases: per
+suite, cases of one group together, checks in registry order. ``fingerprint`` digests a plan: a worker's and a
+resumed run's plan must equal the run's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from omegaconf import DictConfig
+
+from optbench.cases import Case, RunContext
+from optbench.checks import REGISTRY
+from optbench.engine.selection import (
+    resolve_candidate,
+    resolve_case_timeout,
+    resolve_checks,
+    resolve_compile_dtypes,
+    resolve_compile_hparams,
+    resolve_device,
+    resolve_dtypes,
+    resolve_hparams,
+    resolve_hparams_somewhere,
+    resolve_implementations,
+    resolve_jobs,
+    resolve_max_failures,
+    resolve_options,
+    resolve_report,
+    resolve_steps,
+    resolve_timing,
+)
+from optbench.suite.catalog import is_meta, resolve
+from optbench.usage import UsageError
+
+
+def fingerprint(plan) -> str:
+    """A digest of the plan's cases in order: a worker's plan and a resumed run's must equal the run's."""
+    text = json.dumps([[check.name, case.labels] for check, case in plan], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Planner:
+    """The run config, resolved once into what the run needs, and the plan of (check, case) pairs."""
+
+    def __init__(self, cfg: DictConfig, config_dirs=()):
+        if cfg.suite is None or ("reference" not in cfg.suite and not is_meta(cfg.suite)):
+            raise UsageError("no suite selected: pass suite=<name> (see 'optbench list')")
+        self.cfg, self.config_dirs = cfg, [str(d) for d in config_dirs]
+        self.steps, self.seed = resolve_steps(cfg)
+        resolve_timing(cfg)
+        resolve_report(cfg)
+        self.jobs, self.case_timeout_s = resolve_jobs(cfg), resolve_case_timeout(cfg)
+        self.max_failures = resolve_max_failures(cfg)
+        suites = resolve(cfg.suite, config_dirs)
+        meta = is_meta(cfg.suite)
+        if meta and (cfg.candidate or cfg.get("options")):
+            raise UsageError("candidate= and options= need a single-optimizer suite, "
+                             f"not the meta-suite {cfg.suite.name!r}")
+        self.device = resolve_device(cfg.device.name)
+        self.suites = [resolve_hparams(cfg, resolve_options(cfg, s), lenient=meta).on_device(self.device.type)
+                       for s in suites]
+        if meta:
+            resolve_hparams_somewhere(cfg, suites)
+        self.checks = resolve_checks(cfg)
+        candidate = resolve_candidate(cfg, self.suites[0]) if cfg.candidate else None
+        self.ctx = RunContext(
+            cfg=cfg, device=self.device, steps=self.steps, seed=self.seed,
+            impls={s.name: resolve_implementations(cfg, s, candidate, lenient=meta) for s in self.suites},
+            dtypes={s.name: resolve_dtypes(cfg, s) for s in self.suites},
+            compile_dtypes=resolve_compile_dtypes(cfg), compile_hparams=resolve_compile_hparams(cfg),
+            candidate=candidate)
+        self._plan: list | None = None
+        self._fingerprint: str | None = None
+
+    def plan(self) -> list[tuple[object, Case]]:
+        """Every (check, case) pair; per suite, cases of one group together, checks in registry order."""
+        if self._plan is not None:
+            return self._plan
+        out = []
+        for suite in self.suites:
+            order: dict[tuple, int] = {}
+            items = []
+            compile_checks = self.cfg.get("compile_checks") or list(REGISTRY)
+            for rank, name in enumerate(n for n in REGISTRY if n in self.checks):
+                check = REGISTRY[name]
+                for case in check.cases(suite, self.ctx):
+                    if case.impl is not None and case.impl.compiled and name not in compile_checks:
+                        continue
+                    if case.impl is not None and case.impl.checks is not None and name not in case.impl.checks:
+                        continue  # a variant that takes part in some checks only (implementations.master_weights)
+                    items.append((order.setdefault(check.group(case), len(order)), rank, len(items), check, case))
+            out += [(check, case) for *_, check, case in sorted(items, key=lambda item: item[:3])]
+        self._plan = out
+        return out
+
+    def plan_fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.plan())
+        return self._fingerprint
+
+    def labels_of(self, index: int) -> dict:
+        check, case = self.plan()[index]
+        return {"check": check.name, **case.labels}
+
+    def selected_checks(self) -> list[str]:
+        """The run's checks, in registry order."""
+        return [c for c in REGISTRY if c in self.checks]
