@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from optbench.dotted import import_dotted
 from optbench.hyperparameters import plain
-from optbench.implementations.dotted import import_dotted
 from optbench.state.validation import flattened
 
 KEYS = {"class", "rename", "fixed", "conventions", "prepare", "state", "rejects", "error_inputs", "note",
