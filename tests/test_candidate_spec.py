@@ -9,9 +9,9 @@ import torch
 from omegaconf import OmegaConf
 
 from optbench import load_state_dict_by_name
+from optbench.adapters.spec import CandidateSpec
 from optbench.cli import main
 from optbench.engine.selection import candidate_spec
-from optbench.implementations.candidate_spec import CandidateSpec
 from optbench.state.names import StateDictNameError
 from optbench.suite.spec import Suite
 from tests.thirdparty.other_adam import OtherAdam

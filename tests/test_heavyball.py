@@ -12,7 +12,7 @@ heavyball = pytest.importorskip("heavyball")
 
 
 def test_the_decoder_reads_heavyballs_nested_per_transform_state():
-    from optbench.implementations.heavyball_state import flat
+    from optbench.adapters.libraries.heavyball import flat
 
     for cls, keys in ((heavyball.AdamW, {"exp_avg", "exp_avg_sq"}), (heavyball.SFAdamW, {"exp_avg_sq", "z"})):
         p = torch.nn.Parameter(torch.randn(4, 3))
@@ -59,7 +59,7 @@ def test_sfadamw_round_trips_by_name_and_regrouping_is_declared_not_hidden(tmp_p
     spec = tmp_path / "undeclared.yaml"
     spec.write_text("class: heavyball.SFAdamW\nconventions: {debiased_state: true, eps_clamp: true, "
                     "warmup_plus_one: true}\nfixed: {consume_grad: false}\nerror_inputs: none\n"
-                    "state: {decode: optbench.implementations.heavyball_state.flat, step: none, "
+                    "state: {decode: optbench.adapters.libraries.heavyball.flat, step: none, "
                     "ignore: [weight_sum, lr_max]}\n")
     assert main(["run", "suite=schedule_free_adamw", f"candidate={spec}", "checks=[roundtrip]", "history_dir=null",
                  f"out_dir={tmp_path / 'undeclared'}"]) == 1

@@ -102,7 +102,7 @@ def exception_class(name: str) -> type:
     """A builtin or torch exception by name, or any by dotted path (a library's own: ``pkg.errors.BadLR``)."""
     cls = getattr(builtins, name, None) or getattr(torch, name, None)
     if cls is None and "." in name:
-        from optbench.implementations.dotted import CandidateError, import_dotted
+        from optbench.dotted import CandidateError, import_dotted
 
         try:
             cls = import_dotted(name, "exception class")

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from optbench.adapters.spec import CandidateSpec, CandidateSpecError, is_spec_file, load_spec_file
 from optbench.checks import REGISTRY
 from optbench.checks.error_inputs import exception_class
 from optbench.hyperparameters import plain
@@ -23,7 +24,6 @@ from optbench.implementations import (
     master_variants,
     torch_implementations,
 )
-from optbench.implementations.candidate_spec import CandidateSpec, CandidateSpecError, is_spec_file, load_spec_file
 from optbench.suite.spec import DTYPES, HparamSet, Suite
 from optbench.usage import UsageError, did_you_mean
 

@@ -61,7 +61,7 @@ class Implementation:
     named: bool = True  # False: built from plain tensors, for a class that cannot take named parameters
     inherits_deviations: bool = True  # the suite's declared deviations cover it (a candidate: see Suite.deviations_for)
     base_kwargs: dict = field(default_factory=dict)  # a candidate's reference defaults and fixed arguments
-    spec: object = None  # a candidate's CandidateSpec (implementations.candidate_spec)
+    spec: object = None  # a candidate's CandidateSpec (optbench.adapters.spec)
 
     def reference_options(self, suite_options: dict) -> dict:
         """The reference-only options a case of this implementation is judged with: the suite's, then a

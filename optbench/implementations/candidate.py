@@ -6,11 +6,11 @@ import math
 
 import torch
 
+from optbench.adapters.spec import CandidateSpec
+from optbench.dotted import CandidateError, import_dotted
 from optbench.hyperparameters import constructor_defaults, takes
 
 from .adapter import Implementation
-from .candidate_spec import CandidateSpec
-from .dotted import CandidateError, import_dotted
 
 
 def load_optimizer_class(dotted_path: str, what: str = "candidate") -> type:

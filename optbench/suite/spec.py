@@ -377,7 +377,7 @@ class Suite:
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Suite:
-        from optbench.implementations.candidate_spec import CandidateSpec
+        from optbench.adapters.spec import CandidateSpec
 
         keys.check(cfg, keys.SUITE, f"suite {cfg.get('name')!r}")
         keys.check(cfg.get("one_step") or {}, keys.ONE_STEP, "one_step")

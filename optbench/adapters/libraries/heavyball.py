@@ -1,4 +1,4 @@
-"""State decoder for heavyball 3.x optimizers (``state: {decode: optbench.implementations.heavyball_state.flat}``).
+"""State decoder for heavyball 3.x optimizers (``state: {decode: optbench.adapters.libraries.heavyball.flat}``).
 
 heavyball keeps each parameter's state under a view index (``state[p] = {0: {...}}``; more than one view only with
 ``merge_dims``) and names every tensor ``<transform>_<name>_<transform index>`` (``update_by_adam_exp_avg_0``,

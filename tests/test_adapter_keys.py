@@ -1,0 +1,54 @@
+"""A candidate spec's keys are the adapter registry's: docs/suites.md lists exactly those, a key registered from
+outside (a library's) is read like the built-in ones, and an unknown key is one line naming the allowed ones."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from optbench.adapters.registry import CandidateSpecError, adapter_key, unregister
+from optbench.adapters.spec import KEYS, CandidateSpec
+
+PAGE = (Path(__file__).parents[1] / "docs" / "suites.md").read_text()
+
+
+def documented_keys() -> set[str]:
+    """The first column of docs/suites.md's "A candidate spec" table."""
+    section = PAGE.split("\n## A candidate spec")[1].split("\n## ")[0]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
+
+
+def test_the_docs_list_exactly_the_registered_keys():
+    documented, registered = documented_keys(), set(KEYS)
+    assert documented == registered, (f"registered but not in docs/suites.md: {sorted(registered - documented)}; "
+                                      f"in docs/suites.md but not registered: {sorted(documented - registered)}")
+
+
+def test_a_key_registered_from_outside_is_parsed_and_unregistered_cleanly():
+    @adapter_key("toy")
+    def parse(value, source):
+        if not isinstance(value, int):
+            raise CandidateSpecError(f"{source}: toy={value!r}: an integer")
+        return value * 2
+
+    try:
+        spec = CandidateSpec.from_mapping({"class": "x.Y", "toy": 21}, "spec.yaml")
+        assert spec.extra == {"toy": 42} and spec.cls == "x.Y"
+        assert CandidateSpec.from_mapping({"class": "x.Y"}, "spec.yaml").extra == {}  # left out: not parsed
+        with pytest.raises(CandidateSpecError, match="spec.yaml: toy='many': an integer"):
+            CandidateSpec.from_mapping({"class": "x.Y", "toy": "many"}, "spec.yaml")
+        with pytest.raises(ValueError, match="registered twice"):
+            adapter_key("toy")(parse)
+    finally:
+        unregister("toy")
+    assert "toy" not in KEYS
+    with pytest.raises(CandidateSpecError, match="unknown key.s. toy"):
+        CandidateSpec.from_mapping({"class": "x.Y", "toy": 21}, "spec.yaml")
+
+
+def test_an_unknown_key_is_one_line_naming_the_allowed_ones():
+    with pytest.raises(CandidateSpecError) as raised:
+        CandidateSpec.from_mapping({"class": "x.Y", "renme": {"weight_decay": "wd"}}, "spec.yaml")
+    message = str(raised.value)
+    assert len(message.splitlines()) == 1
+    assert message == f"spec.yaml: unknown key(s) renme; allowed: {', '.join(sorted(KEYS))}"
