@@ -17,6 +17,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from optbench import plugins
 from optbench.adapters import (  # noqa: F401 (each registers its key)
     conventions,
     error_inputs,
@@ -30,6 +31,8 @@ from optbench.adapters import (  # noqa: F401 (each registers its key)
 )
 from optbench.adapters.registry import KEYS, CandidateSpecError, adapter_key, reject_unknown
 from optbench.hyperparameters import plain
+
+plugins.load("optbench.adapters")  # other packages' keys (optbench.plugins), after the built-in ones
 
 __all__ = ["KEYS", "CandidateSpec", "CandidateSpecError", "is_spec_file", "load_spec_file"]
 
