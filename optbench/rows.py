@@ -1,4 +1,5 @@
-"""A result row: its columns, the statuses it may carry, the schema version, and how one is made."""
+"""A result row: its columns, the statuses it may carry and their groups, the schema version, and how one is
+made."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ COLUMNS = [
 # by a projection of them it documents.
 CASE_KEY = ("suite", "impl", "dtype", "hparams", "device", "workload")
 STATUSES = ("pass", "fail", "error", "xfail", "xpass", "unsupported", "skip", "info")
+# The groups of STATUSES that code reads, each spelled here only.
+PASSING = frozenset({"pass", "xpass"})  # the case holds: as documented, or a declared deviation now fixed
+FAILING = frozenset({"fail", "error"})  # the run fails (exit 1)
+VERIFIED = frozenset({"pass", "fail", "xfail", "xpass"})  # a row that verified something, either way
+DECLARED = frozenset({"xfail", "xpass"})  # the verdict of a declared deviation (its ``finding`` names it)
+NO_VERDICT = frozenset({"skip", "unsupported"})  # the case did not run here; ``info`` is a measurement
+assert PASSING | FAILING | VERIFIED | DECLARED | NO_VERDICT | {"info"} == set(STATUSES)
 
 
 def row(labels: dict, *, check: str, metric: str, value: float, status: str = "info", unit: str = "",

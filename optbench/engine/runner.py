@@ -54,7 +54,7 @@ from optbench.implementations.candidate import candidate_meta, defaults_warning
 from optbench.journal import JOURNAL, Journal, Record
 from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS, RUN_CASE_S
 from optbench.reference import ContractError
-from optbench.results import CASE_KEY, FAILING, FINISHED, SCHEMA_VERSION, STOPPED, Results, row
+from optbench.results import CASE_KEY, FAILING, FINISHED, NO_VERDICT, SCHEMA_VERSION, STOPPED, Results, row
 from optbench.suite.catalog import is_meta, resolve
 from optbench.usage import UsageError
 
@@ -383,7 +383,7 @@ class SuiteRun:
                     and r["metric"] == PARITY_MAX_ERR_EPS and r["fqn"] == ""]
         if not verdicts:
             why = sorted({r["detail"] for r in self.results.rows if r["impl"] == candidate.name and r["status"] in
-                          ("unsupported", "error", "skip")})
+                          NO_VERDICT | {"error"}})
             labels = {"suite": self.suites[0].name, "optimizer": self.suites[0].optimizer or "", "impl": candidate.name,
                       "dtype": "", "hparams": "", "device": self.device.type}
             detail = "the candidate was not checked by any hparam set" + (f": {why[0]}" if why else "")

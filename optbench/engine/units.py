@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from optbench.results import MEASURING
+from optbench.results import MEASURING_CHECKS
 
 SHARES_SCRATCH = ("parity", "cross", "forms", "speed", "errors")  # cases that read what an earlier one left
 
@@ -33,7 +33,7 @@ def cut_into_units(plan) -> tuple[list[Unit], list[Unit]]:
     timing: list[Unit] = []
     last = None
     for index, (check, case) in enumerate(plan):
-        into = timing if check.name in MEASURING else parallel
+        into = timing if check.name in MEASURING_CHECKS else parallel
         key = (case.suite.name, check.group(case)) if check.name in SHARES_SCRATCH else None
         if key is not None and key == last and into and into[-1].items[-1] == index - 1:
             into[-1].items.append(index)
