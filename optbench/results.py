@@ -32,6 +32,7 @@ from optbench.rows import (
     SCHEMA_VERSION,
     STATUSES,
     VERIFIED,
+    Row,
     row,
 )
 from optbench.usage import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_NOTHING_VERIFIED, EXIT_OK, UsageError
@@ -150,7 +151,9 @@ class Results:
     rows: list[dict] = field(default_factory=list)
 
     def extend(self, rows: list[dict]) -> None:
-        self.rows.extend(rows)
+        """Add ``rows``, each checked (``Row.from_dict``): a malformed one is a one-line ValueError here, not a
+        corrupt results file."""
+        self.rows.extend([Row.from_dict(r).as_dict() for r in rows])
 
     @property
     def table(self) -> pd.DataFrame:
@@ -264,4 +267,4 @@ def from_journal(path: Path) -> tuple[dict, pd.DataFrame]:
 
 
 __all__ = ["CASE_KEY", "COLUMNS", "DECLARED", "FAILING", "NO_VERDICT", "PASSING", "READABLE_SCHEMAS", "SCHEMA_VERSION",
-           "STATUSES", "VERIFIED", "row"]
+           "STATUSES", "VERIFIED", "Row", "row"]
