@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from optbench import pytest_benchmark_bridge
-from optbench.results import FAIL, FAILING, NOTHING_VERIFIED, verdict
+from optbench.results import FAIL, FAILING, NO_VERDICT, NOTHING_VERIFIED, verdict
 
 MAX_LINES = 20  # failing rows named in one item's message
 
@@ -278,7 +278,7 @@ def judge(item: pytest.Item, rows: list[dict]) -> None:
     if not rows:
         raise CaseFailed("NOTHING VERIFIED: the case wrote no rows (a check must say what it did, a skip included)")
     if outcome.name == NOTHING_VERIFIED:
-        pytest.skip(_reasons(rows, "skip", "unsupported") or outcome.why)
+        pytest.skip(_reasons(rows, *NO_VERDICT) or outcome.why)
     if "xpass" in statuses:  # a declared deviation torch has fixed: pytest's XPASS (a pass), reason kept
         item.add_marker(pytest.mark.xfail(reason=_reasons(rows, "xpass"), strict=False))
     elif "xfail" in statuses and "pass" not in statuses:

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from optbench.rows import Row
 from optbench.usage import UsageError
 
 JOURNAL = "journal.jsonl"
@@ -46,7 +47,8 @@ class Journal:
         self._file = self.path.open("a", encoding="utf-8")
 
     def case(self, index: int, rows: list[dict]) -> None:
-        self._write({"case": index, "rows": rows})
+        """Append a finished case's ``rows``, each checked (``Row.from_dict``; a ValueError in one line)."""
+        self._write({"case": index, "rows": [Row.from_dict(r).as_dict() for r in rows]})
 
     def end(self, how: dict) -> None:
         self._write({"end": how})

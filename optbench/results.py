@@ -21,12 +21,23 @@ from pathlib import Path
 import pandas as pd
 
 from optbench.metrics import RUN_CASE_S, TIME_UNSTABLE
-from optbench.rows import CASE_KEY, COLUMNS, READABLE_SCHEMAS, SCHEMA_VERSION, STATUSES, row
+from optbench.rows import (
+    CASE_KEY,
+    COLUMNS,
+    DECLARED,
+    FAILING,
+    NO_VERDICT,
+    PASSING,
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    STATUSES,
+    VERIFIED,
+    Row,
+    row,
+)
 from optbench.usage import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_NOTHING_VERIFIED, EXIT_OK, UsageError
 
-FAILING = {"fail", "error"}
-VERIFIED = {"pass", "fail", "xfail", "xpass"}  # a row that verified something, either way
-MEASURING = ("speed", "memory", "scaling")  # checks whose product is a measurement (``info`` rows), not a verdict
+MEASURING_CHECKS = ("speed", "memory", "scaling")  # checks whose product is a measurement (info rows), not a verdict
 PASS, FAIL, MEASURED, NOTHING_VERIFIED = "PASS", "FAIL", "MEASURED", "NOTHING VERIFIED"
 INCOMPLETE = "INCOMPLETE"
 FINISHED = "finished"
@@ -91,7 +102,7 @@ def verdict(rows, checks=(), run: dict | None = None) -> Verdict:
     if failing:
         return Verdict(FAIL, f"{_cases(failing)} failed")
     verified = [r for r in rows if r["status"] in VERIFIED]
-    skipped = [r for r in rows if r["status"] in ("skip", "unsupported")]
+    skipped = [r for r in rows if r["status"] in NO_VERDICT]
     what = "skipped" if all(r["status"] != "unsupported" for r in skipped) else "skipped or unsupported"
     busy = [r for r in rows if r.get("metric") == TIME_UNSTABLE and r.get("value") == 1]
     noisy = f"; {_cases(busy)} timed on a busy machine (UNSTABLE: their times are not the step's own)" if busy else ""
@@ -100,7 +111,7 @@ def verdict(rows, checks=(), run: dict | None = None) -> Verdict:
                        + noisy)
     unrun = set(map(_case, skipped))  # a skipped case's info rows (its sizes, its time) measured nothing
     measured = [r for r in rows if r["status"] == "info" and r.get("metric") != RUN_CASE_S and _case(r) not in unrun]
-    if measured and all(r.get("check") in MEASURING for r in rows):
+    if measured and all(r.get("check") in MEASURING_CHECKS for r in rows):
         return Verdict(MEASURED, f"{_cases(measured)} measured; these checks verify nothing{noisy}")
     if not rows:
         named = f" (checks: {', '.join(map(str, checks))})" if len(checks) else ""
@@ -140,7 +151,9 @@ class Results:
     rows: list[dict] = field(default_factory=list)
 
     def extend(self, rows: list[dict]) -> None:
-        self.rows.extend(rows)
+        """Add ``rows``, each checked (``Row.from_dict``): a malformed one is a one-line ValueError here, not a
+        corrupt results file."""
+        self.rows.extend([Row.from_dict(r).as_dict() for r in rows])
 
     @property
     def table(self) -> pd.DataFrame:
@@ -199,7 +212,7 @@ def load_results(path) -> tuple[dict, pd.DataFrame]:
     if unknown:  # a status no check writes: the verdict rule could not read the row
         raise bad(f"row status {unknown[0]!r} is none of {', '.join(STATUSES)}")
     if data["schema_version"] < 4:  # the finding was written only into the detail then: lift it into its column
-        declared = frame["status"].isin(["xfail", "xpass"])
+        declared = frame["status"].isin(DECLARED)
         frame.loc[declared, "finding"] = frame.loc[declared, "detail"].map(
             lambda d: ",".join(dict.fromkeys(re.findall(r"\bF\d{2,3}\b", d))))
     return meta, frame
@@ -253,4 +266,5 @@ def from_journal(path: Path) -> tuple[dict, pd.DataFrame]:
     return meta, normalize(pd.DataFrame(rows, columns=COLUMNS))
 
 
-__all__ = ["CASE_KEY", "COLUMNS", "READABLE_SCHEMAS", "SCHEMA_VERSION", "STATUSES", "row"]
+__all__ = ["CASE_KEY", "COLUMNS", "DECLARED", "FAILING", "NO_VERDICT", "PASSING", "READABLE_SCHEMAS", "SCHEMA_VERSION",
+           "STATUSES", "VERIFIED", "Row", "row"]

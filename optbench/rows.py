@@ -1,20 +1,77 @@
-"""A result row: its columns, the statuses it may carry, the schema version, and how one is made."""
+"""A result row: its columns, the statuses it may carry and their groups, the schema version, and how one is
+made."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+from numbers import Real
+
 SCHEMA_VERSION = 4  # 4: ``gate`` and ``finding``; 3: ``workload`` (the speed/scaling workload a timing row timed)
 READABLE_SCHEMAS = (2, 3, 4)  # columns an older schema lacks read back as ""
-COLUMNS = [
-    "suite", "optimizer", "impl", "dtype", "hparams", "device", "workload", "check",
-    "fqn", "tensor", "step", "metric", "value", "unit", "status", "gate", "finding", "detail",
-]
-# pass/fail: a check's verdict; error: the case raised; xfail/xpass: a declared deviation still
-# deviates / no longer does; unsupported: the implementation does not take this hparam set;
-# skip: cannot run here (device, dtype); info: a measurement without a verdict.
 # The columns that name a case (``Case.labels`` writes them on every row); each table keys cases by these, or
 # by a projection of them it documents.
 CASE_KEY = ("suite", "impl", "dtype", "hparams", "device", "workload")
+# pass/fail: a check's verdict; error: the case raised; xfail/xpass: a declared deviation still
+# deviates / no longer does; unsupported: the implementation does not take this hparam set;
+# skip: cannot run here (device, dtype); info: a measurement without a verdict.
 STATUSES = ("pass", "fail", "error", "xfail", "xpass", "unsupported", "skip", "info")
+# The groups of STATUSES that code reads, each spelled here only.
+PASSING = frozenset({"pass", "xpass"})  # the case holds: as documented, or a declared deviation now fixed
+FAILING = frozenset({"fail", "error"})  # the run fails (exit 1)
+VERIFIED = frozenset({"pass", "fail", "xfail", "xpass"})  # a row that verified something, either way
+DECLARED = frozenset({"xfail", "xpass"})  # the verdict of a declared deviation (its ``finding`` names it)
+NO_VERDICT = frozenset({"skip", "unsupported"})  # the case did not run here; ``info`` is a measurement
+assert PASSING | FAILING | VERIFIED | DECLARED | NO_VERDICT | {"info"} == set(STATUSES)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A result row as it enters a run's record (``Results.extend``, the journal): its fields are the columns,
+    in order. Inside a run rows are plain dicts (``row``); ``Row.from_dict(r).as_dict()`` checks one."""
+
+    suite: str
+    optimizer: str
+    impl: str
+    dtype: str
+    hparams: str
+    device: str
+    workload: str
+    check: str
+    fqn: str
+    tensor: str
+    step: int | None
+    metric: str
+    value: float
+    unit: str
+    status: str
+    gate: str
+    finding: str
+    detail: str
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Row:
+        """``d`` as a Row: a ValueError (one line, naming the bad field) when its status is none of STATUSES, its
+        value not a number, a column naming its case missing, or a key no column; other missing columns are ""."""
+        def bad(why: str) -> ValueError:
+            return ValueError(f"result row ({d.get('check', '?')} {d.get('metric', '?')}): {why}")
+
+        if not isinstance(d, dict):
+            raise ValueError(f"result row: a {type(d).__name__}, not a dict")
+        if unknown := [k for k in d if k not in COLUMNS]:
+            raise bad(f"{unknown[0]!r} is no column of {', '.join(COLUMNS)}")
+        if missing := [k for k in (*CASE_KEY, "check", "metric", "value", "status") if k not in d]:
+            raise bad(f"no {missing[0]!r} column")
+        if d["status"] not in STATUSES:
+            raise bad(f"status {d['status']!r} is none of {', '.join(STATUSES)}")
+        if isinstance(d["value"], bool) or not isinstance(d["value"], Real):
+            raise bad(f"value {d['value']!r} is not a number")
+        return cls(**({c: "" for c in COLUMNS} | {"step": None} | d | {"value": float(d["value"])}))
+
+    def as_dict(self) -> dict:
+        return {c: getattr(self, c) for c in COLUMNS}
+
+
+COLUMNS = [f.name for f in fields(Row)]
 
 
 def row(labels: dict, *, check: str, metric: str, value: float, status: str = "info", unit: str = "",

@@ -28,6 +28,7 @@ from optbench.hyperparameters import reference_value
 from optbench.numerics.one_step import OneStep
 from optbench.numerics.trajectory import as_array
 from optbench.reference import load_reference
+from optbench.reference.contract import kind_of
 from optbench.state.batched import per_parameter_state
 from optbench.workloads import reference_gradient
 
@@ -209,7 +210,7 @@ def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None =
     name one. ``hparams`` maps a param group's options to the reference's (a dict laid over them, or a function
     of the group) where a third-party class spells them otherwise."""
     module = _reference_module(optimizer, reference)
-    if getattr(module, "KIND", "gradient") != "gradient":
+    if kind_of(module) != "gradient":
         raise ValueError("optbench.watch checks one tensor's step at a time: a closure-driven optimizer (LBFGS) or "
                          "one whose step couples a group's tensors (ScaledAdam's clipping) is not supported")
     if every < 1 or max_tensors < 1:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .contract import eager_state, kind_of
+
 NO_COMPLEX_FORM = {"adafactor": "its second moment is factored over the last two dimensions",
                    "muon": "it orthogonalizes 2-D matrices"}
 
@@ -61,8 +63,8 @@ class ComplexReference:
         if why:
             raise ValueError(f"reference {name!r} has no complex form: {why}")
         self.reference = reference
-        self.KIND = getattr(reference, "KIND", "gradient")
-        self.EAGER_STATE = getattr(reference, "EAGER_STATE", False)
+        self.KIND = kind_of(reference)
+        self.EAGER_STATE = eager_state(reference)
 
     @staticmethod
     def _back(state: dict, shape: tuple) -> dict:

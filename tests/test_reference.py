@@ -9,6 +9,7 @@ from hydra import compose, initialize_config_module
 
 import optbench.checks  # noqa: F401  (the checks' config blocks)
 from optbench.reference import adafactor, adam, builtin_names, load_reference, sgd, sparse_adam
+from optbench.reference.contract import kind_of
 from optbench.reference.sparse import coalesce, to_dense
 from optbench.suite.catalog import optimizer_suite_names, resolve
 
@@ -51,7 +52,7 @@ def test_update_does_not_mutate_inputs(name):
             "sparse_embedding", "zoo_sparse") else rng.standard_normal((3, 4))
         state = ref.init(param, hp)
         before = (param.copy(), {k: np.copy(v) for k, v in state.items()})
-        if getattr(ref, "KIND", "gradient") == "group":  # a group at once (ScaledAdam): here a group of one
+        if kind_of(ref) == "group":  # a group at once (ScaledAdam): here a group of one
             ref.update_group({"p": param}, {"p": grad}, {"p": state}, hp)
         else:
             ref.update(param, grad, state, hp)

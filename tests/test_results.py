@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from optbench.engine.mutants import detecting
+from optbench.journal import JOURNAL, Journal, read
 from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_ONE_STEP_MAX_ERR_EPS, PARITY_TOL_EPS
 from optbench.results import COLUMNS, SCHEMA_VERSION, Results, load_results, row
+from optbench.rows import FAILING, NO_VERDICT, PASSING, STATUSES, VERIFIED, Row
 
 LABELS = {"suite": "adamw", "optimizer": "AdamW", "impl": "candidate:X", "dtype": "float32", "hparams": "default",
           "device": "cpu", "workload": ""}
@@ -44,3 +48,39 @@ def test_the_gate_that_caught_a_mutant_is_read_from_the_gate_column_not_the_deta
     one_step = [row(LABELS, check="parity", metric=PARITY_ONE_STEP_MAX_ERR_EPS, value=40.0, status="fail",
                     gate="one-step")]
     assert detecting(one_step) == ["parity/one-step"]
+
+
+def test_a_well_formed_row_round_trips_through_results_json_unchanged(tmp_path):
+    written = [row(LABELS, check="parity", metric=PARITY_MAX_ERR_EPS, value=0.5, status="pass", fqn="w",
+                   tensor="exp_avg", step=3, unit="eps", gate="trajectory", detail="within"),
+               row(LABELS, check="speed", metric="speed.step_s", value=2, unit="s")]
+    results = Results(tmp_path, {"machine": {}})
+    results.extend(written)
+    results.finish()
+    assert json.loads((tmp_path / "results.json").read_text())["rows"] == written == results.rows
+    assert Row.from_dict(written[0]).as_dict() == written[0] and list(written[0]) == COLUMNS
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"status": "passed"}, "status 'passed' is none of pass, fail"),
+    ({"device": None}, "no 'device' column"),
+    ({"value": "0.5"}, "value '0.5' is not a number"),
+    ({"value": None}, "value None is not a number"),
+    ({"colour": "red"}, "'colour' is no column"),
+])
+def test_a_malformed_row_is_refused_in_one_line_where_it_enters_the_record(tmp_path, change, named):
+    good = row(LABELS, check="parity", metric=PARITY_MAX_ERR_EPS, value=0.5, status="pass")
+    bad = {k: v for k, v in (good | change).items() if v is not None or k != "device"}
+    results, journal = Results(tmp_path, {"machine": {}}), Journal(tmp_path / JOURNAL, {"plan": []})
+    for enter in (results.extend, lambda rows: journal.case(0, rows)):
+        with pytest.raises(ValueError) as info:
+            enter([good, bad])
+        assert named in str(info.value) and "\n" not in str(info.value), info.value
+        assert str(info.value).startswith(f"result row (parity {PARITY_MAX_ERR_EPS}): ")
+    journal.close()
+    assert results.rows == [] and read(tmp_path / JOURNAL).cases == {}  # nothing half-recorded
+
+
+def test_the_status_groups_are_of_the_statuses():
+    assert PASSING | FAILING | VERIFIED | NO_VERDICT | {"info"} == set(STATUSES)
+    assert not FAILING & PASSING and not NO_VERDICT & VERIFIED and FAILING - VERIFIED == {"error"}

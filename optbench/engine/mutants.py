@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_ONE_STEP_MAX_ERR_EPS, PARITY_TOL_EPS
-from optbench.results import as_float
+from optbench.results import FAILING, as_float
 from optbench.suite.catalog import suite_by_name
 from optbench.suite.spec import REAL_DTYPES
 
@@ -80,7 +80,7 @@ def detecting(rows: list[dict]) -> list[str]:
     for r in rows:
         if r["check"] == "parity" and r["fqn"] == "" and r["metric"] in (PARITY_MAX_ERR_EPS, PARITY_TOL_EPS):
             cases.setdefault((r["dtype"], r["hparams"]), {})[r["metric"]] = as_float(r["value"])  # "inf" from a file
-        if r["status"] not in ("fail", "error"):
+        if r["status"] not in FAILING:
             continue
         if r["metric"] == PARITY_ONE_STEP_MAX_ERR_EPS:
             found.add("parity/one-step")

@@ -108,12 +108,12 @@ def unchecked(candidate: Implementation, rows: list[dict], suite, echo) -> list[
     """A candidate the user asked to verify must have been checked by at least one parity case: else one ``error``
     row saying why (said through ``echo`` too), never a run that passes with its candidate unchecked."""
     from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS
-    from optbench.results import row
+    from optbench.results import NO_VERDICT, row
 
     mine = [r for r in rows if r["impl"] == candidate.name]
     if any(r["check"] == "parity" and r["metric"] == PARITY_MAX_ERR_EPS and r["fqn"] == "" for r in mine):
         return []
-    why = sorted({r["detail"] for r in mine if r["status"] in ("unsupported", "error", "skip")})
+    why = sorted({r["detail"] for r in mine if r["status"] in NO_VERDICT | {"error"}})
     device = next((r["device"] for r in rows if r.get("device")), "")
     labels = {"suite": suite.name, "optimizer": suite.optimizer or "", "impl": candidate.name, "dtype": "",
               "hparams": "", "device": device}

@@ -22,6 +22,7 @@ import torch
 
 from optbench.numerics.accuracy import err_eps, magnitude, widened
 from optbench.reference import updated
+from optbench.reference.contract import decisions_of
 
 # A correct step may round the parameter three times (a decay factor like 1 - lr * weight_decay rounded
 # to the dtype, the multiplication, then the update), each by up to half an ulp of the parameter:
@@ -139,7 +140,7 @@ class OneStep:
     def _at_decision(self, p_old, grad, state: dict, name: str, shape) -> np.ndarray | bool:
         """Elements whose update hangs on a decision rounding can take either way (``within_rounding``), where the
         reference declares ``decisions``; counted in ``left_out``."""
-        decide = getattr(self.reference, "decisions", None)
+        decide = decisions_of(self.reference)
         if decide is None:
             return False
         mask = within_rounding(decide(p_old, grad, state, self.hp[name]), self.eps, shape)

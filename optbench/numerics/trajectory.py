@@ -22,6 +22,7 @@ from optbench.numerics.one_step import OneStep, held_state, within_rounding
 from optbench.numerics.precision import kept_in
 from optbench.reference import updated
 from optbench.reference.complex import as_complex
+from optbench.reference.contract import decisions_of, eager_state, kind_of
 from optbench.state.batched import per_parameter_state
 from optbench.suite.schedules import factor as schedule_factor
 from optbench.suite.schedules import torch_scheduler
@@ -96,7 +97,7 @@ class _GradientReference:
 
     def __init__(self, reference, params: dict[str, np.ndarray], hp: dict[str, dict]):
         self.reference, self.params, self.hp, self.state = reference, params, hp, {}
-        if getattr(reference, "EAGER_STATE", False):  # state exists from construction on (Adagrad)
+        if eager_state(reference):  # state exists from construction on (Adagrad)
             self.state = {n: reference.init(p, hp[n]) for n, p in params.items()}
 
     def step(self, grads: dict[str, object]) -> None:
@@ -266,7 +267,7 @@ def run_trajectory(
         if name in hp:
             hp[name]["param_meta"] = dict(meta)
     reference = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
-    kind = getattr(reference, "KIND", "gradient")
+    kind = kind_of(reference)
     closure_driven = kind == "closure"
     yardstick = None
     if closure_driven:
@@ -300,7 +301,7 @@ def run_trajectory(
         else:
             set_gradients(params, workload, step)
             grads = {n: reference_gradient(p.grad) for n, p in params.items()}
-            decides = kind == "gradient" and hasattr(reference, "decisions")
+            decides = kind == "gradient" and decisions_of(reference) is not None
             before = snapshot(stepper.optimizer, stepped) if local or decides else None
             private = dict(ref.state)  # the reference's own state before the step (update never mutates it)
             decided = ref.decided_by_rounding(grads, torch.finfo(judged).eps, before) if decides else {}

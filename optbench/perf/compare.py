@@ -38,10 +38,10 @@ from scipy import stats
 from optbench.metrics import TIME_REPEAT_MS, TIME_ROUND_MS, TIME_STEP_MS, TIME_UNSTABLE
 from optbench.perf.anchored import Anchors, compare_anchored
 from optbench.perf.ratio_stats import CASE, TIMING_CHECKS, between_processes, ratio_interval
-from optbench.results import CASE_KEY, FAILING
+from optbench.results import CASE_KEY, DECLARED, FAILING, PASSING, VERIFIED
 
 VERDICT_KEY = CASE + ["metric", "fqn", "tensor"]
-VERDICTS = ("pass", "fail", "error", "xfail", "xpass")
+VERDICTS = VERIFIED | FAILING  # the statuses a verdict key compares
 MIN_SAMPLES = 5
 ORDER = ("slower", "faster", "same", "n/a", "only in baseline", "only in new")
 MACHINE_KEYS = ("cpu", "gpu", "torch", "cpu_threads")
@@ -214,14 +214,13 @@ def failures(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
 
 def _change(before: str, after: str) -> str:
     """What a verdict's move means: fixed, regressed, newly declared, or the declaration's state changed."""
-    good, bad = ("pass", "xpass"), ("fail", "error")
-    if before in bad + ("xfail",) and after in good:
+    if before in FAILING | {"xfail"} and after in PASSING:
         return "fixed"
-    if after in bad:
+    if after in FAILING:
         return "regressed"
-    if before in bad and after == "xfail":
+    if before in FAILING and after == "xfail":
         return "now declared (xfail)"
-    return "declared deviation changed" if "xfail" in (before, after) or "xpass" in (before, after) else "changed"
+    return "declared deviation changed" if {before, after} & DECLARED else "changed"
 
 
 def changed_verdicts(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from optbench.implementations.torch_variants import TORCH_VARIANTS
 from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS
 from optbench.report.plots import save
 from optbench.report.tables import num
+from optbench.results import DECLARED, FAILING, NO_VERDICT
 from optbench.suite.spec import DTYPES
 
 IMPL_ORDER = TORCH_VARIANTS  # torch's variants first, in their order; the rest after
@@ -74,7 +75,7 @@ def markdown(rows: pd.DataFrame) -> str:
             key = (suite, hparams, d, i)
             cell = index.loc[key] if key in index.index else None
             text = _text(cell) if cell is not None else ""
-            texts.append(f"**{text}**" if cell is not None and cell.status in ("fail", "error") else text)
+            texts.append(f"**{text}**" if cell is not None and cell.status in FAILING else text)
         lines.append(f"| {suite} | {hparams} | " + " | ".join(texts) + " |")
     return "\n".join(lines)
 
@@ -99,9 +100,9 @@ def heatmap(rows: pd.DataFrame, path: Path) -> bool:
                 continue
             cell = index.loc[key]
             texts[r][c] = _text(cell)
-            if cell.status in ("unsupported", "skip", "error"):
+            if cell.status in NO_VERDICT | {"error"}:
                 gray[r, c] = 1
-            elif cell.status in ("xfail", "xpass"):
+            elif cell.status in DECLARED:
                 declared[r, c] = 1
             elif np.isfinite(cell.tol) and cell.tol > 0:
                 value = cell.value if np.isfinite(cell.value) else 1e300

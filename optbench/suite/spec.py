@@ -20,6 +20,7 @@ from packaging.version import Version
 
 from optbench.hyperparameters import complete, constructor_defaults, for_torch, plain
 from optbench.reference import load_reference
+from optbench.reference.contract import kind_of
 from optbench.suite import keys
 from optbench.suite.schedules import validate as validate_schedule
 
@@ -299,7 +300,7 @@ class Suite:
 
     @property
     def closure_driven(self) -> bool:
-        return getattr(self.reference, "KIND", "gradient") == "closure"
+        return kind_of(self.reference) == "closure"
 
     def optimizer_class(self) -> type | None:
         from optbench.implementations import optimizer_class
