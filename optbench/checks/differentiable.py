@@ -32,7 +32,7 @@ from optbench.hyperparameters import complete, for_torch, takes
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import CASE_SKIPPED, DEVIATION_OBSERVED, DIFFERENTIABLE_MAX_REL_ERR
 from optbench.report.tables import CASE, num
-from optbench.results import row
+from optbench.results import FAILING, row
 from optbench.suite.spec import Suite
 from optbench.usage import UsageError
 
@@ -268,7 +268,7 @@ class DifferentiableCheck:
         line = (f"  {status.upper()[:5]:5} {self.name} {case.impl_name:>10} {case.hset.name:<34} {shown} "
                 f"(steps {ks}, tol {TOLERANCE:g})")
         line += "".join(f"\n        {r['tensor']} (k={r['step']}) {r['status']}: {r['detail']}" for r in verdicts
-                        if r["status"] in ("fail", "error"))
+                        if r["status"] in FAILING)
         line += "".join(f"\n        {r['status'].upper()} {r['detail']}" for r in deviations if r["status"] != "xfail")
         return Outcome([*rows[:1], *verdicts, *deviations, *rows[1:]], line)
 

@@ -31,7 +31,7 @@ from optbench.numerics.one_step import update_eps
 from optbench.numerics.precision import precision_rows
 from optbench.numerics.trajectory import run_trajectory
 from optbench.report import tables
-from optbench.results import row
+from optbench.results import DECLARED, row
 from optbench.suite.spec import DTYPES, Suite
 
 
@@ -223,7 +223,7 @@ class ParityCheck:
         gate = str(first.kind) if len(over) else ""
         findings = ",".join(sorted({d.finding for d, _ in declared}))
         rows = [row(labels, check="parity", metric=PARITY_MAX_ERR_EPS, value=worst_err, unit="eps", status=status,
-                    detail=detail, gate=gate, finding=findings if status in ("xfail", "xpass") else ""),
+                    detail=detail, gate=gate, finding=findings if status in DECLARED else ""),
                 row(labels, check="parity", metric=PARITY_TOL_EPS, value=tol, unit="eps")]
         rows += [row(labels, check="parity", metric=PARITY_MAX_ERR_EPS, value=err, unit="eps", fqn=fqn, tensor=tensor,
                      gate="trajectory")

@@ -23,7 +23,7 @@ from optbench.checks.roundtrip_scenario import Session, run_scenario
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import CASE_UNSUPPORTED, positional_metric, roundtrip_metric
 from optbench.report import roundtrip as roundtrip_tables
-from optbench.results import row
+from optbench.results import DECLARED, row
 from optbench.state.positional import POSITIONAL
 from optbench.state.scenarios import BY_NAME, SCENARIOS
 from optbench.suite.spec import DTYPES, HparamSet, Suite
@@ -174,7 +174,7 @@ class RoundTripCheck:
             labels = case.labels
             rows.append(row(labels, check="roundtrip", metric=roundtrip_metric(scenario.name),
                             value=float(status == "pass"), status=status, detail=f"{scenario.what}: {detail}",
-                            finding=dev[0].finding if dev and status in ("xpass", "xfail") else ""))
+                            finding=dev[0].finding if dev and status in DECLARED else ""))
             if verdict:
                 counts[verdict] = counts.get(verdict, 0) + 1
                 rows.append(row(labels, check="roundtrip", metric=positional_metric(scenario.name),

@@ -14,7 +14,7 @@ from optbench.metrics import (
     RUN_CASE_S,
     STATE_DTYPE,
 )
-from optbench.results import CASE_KEY, as_float, verdict
+from optbench.results import CASE_KEY, NO_VERDICT, as_float, verdict
 
 # A report is of one run on one device; the timing tables add ``workload`` (report.performance.TIMING).
 CASE = [k for k in CASE_KEY if k not in ("device", "workload")]
@@ -145,5 +145,5 @@ def errors(rows: pd.DataFrame) -> pd.DataFrame:
 
 def not_run(rows: pd.DataFrame) -> pd.DataFrame:
     """Cases that did not produce a verdict: errors, unsupported hparam sets, skips."""
-    sel = rows[rows["status"].isin(["error", "unsupported", "skip"]) & rows["check"].ne("deviation")]
+    sel = rows[rows["status"].isin(NO_VERDICT | {"error"}) & rows["check"].ne("deviation")]
     return sel[CASE + ["check", "status", "detail"]]
