@@ -28,12 +28,16 @@ def builtin_names() -> list[str]:
 
 
 def load_reference(name: str) -> ModuleType:
-    """A reference module by built-in name (``adam``), else by module path (``my_pkg.ref.lion``, or a plain
-    ``lion_reference`` module), importable from the working directory or installed."""
+    """A reference module by built-in name (``adam``), else by the name an ``optbench.references`` plugin gives it
+    (``optbench.plugins``), else by module path (``my_pkg.ref.lion``, or a plain ``lion_reference`` module),
+    importable from the working directory or installed."""
+    from optbench.plugins import reference_module
+
     own = "." not in name and name in builtin_names()
-    if not own and os.getcwd() not in sys.path and "" not in sys.path:
+    path = f"{__name__}.{name}" if own else reference_module(name) if "." not in name else None
+    if path is None and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # a user's reference module in the current directory
-    module = importlib.import_module(f"{__name__}.{name}" if own else name)
+    module = importlib.import_module(path or name)
     return check(module, name)
 
 

@@ -56,3 +56,16 @@ def test_a_plugins_suite_reference_and_check_run_and_a_wrong_optimizer_fails(sit
     proc = optbench(site, *run[:2], "checks=[parity]", "candidate=optbench_plugin_example.BrokenSignum",
                     "impl=[candidate]", f"out_dir={tmp_path / 'broken'}", cwd=tmp_path)
     assert proc.returncode == 1 and "verdict: FAIL" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_a_plugins_adapter_key_reads_in_a_candidate_spec(site, tmp_path):
+    """The plugin's own candidate spec key (example_version) parses like a built-in one, and refuses in one line."""
+    run = ["run", "suite=signum", "checks=[parity]", "impl=[candidate]", "dtype=float32", "hparams=first", "jobs=0"]
+    for wanted, code in ((">=0.1", 0), (">=9", 2)):
+        spec = tmp_path / f"signum{code}.yaml"
+        spec.write_text(f"class: optbench_plugin_example.Signum\nexample_version: '{wanted}'\n")
+        proc = optbench(site, *run, f"candidate={spec}", f"out_dir={tmp_path / str(code)}", cwd=tmp_path)
+        assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("optbench: error")]
+    assert len(errors) == 1 and "example_version: written for optbench-plugin-example >=9, 0.1.0 is installed" \
+        in errors[0], proc.stderr
