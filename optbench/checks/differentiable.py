@@ -31,6 +31,7 @@ from optbench.checks.registry import register_check
 from optbench.hyperparameters import complete, for_torch, takes
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import CASE_SKIPPED, DEVIATION_OBSERVED, DIFFERENTIABLE_MAX_REL_ERR
+from optbench.reference.contract import eager_state, kind_of
 from optbench.report.tables import CASE, num
 from optbench.results import FAILING, row
 from optbench.suite.spec import Suite
@@ -138,7 +139,7 @@ class _Run:
         hset = replace(self.case.hset, options={**self.case.hset.options, "lr": float(x["lr"][0])})
         hp = hset.reference_hp(self.names, self.defaults, {**self.suite.reference_options, "dtype_eps": EPS})
         ref, params, state = self.suite.reference, dict(zip(self.names, x["param"])), {}
-        if getattr(ref, "EAGER_STATE", False):
+        if eager_state(ref):
             state = {n: ref.init(params[n], hp[n]) for n in self.names}
         for step in range(k):
             for i, n in enumerate(self.names):
@@ -193,7 +194,7 @@ class DifferentiableCheck:
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
         _, which, _ = settings(ctx)
         out = []
-        closure = getattr(suite.reference, "KIND", "") == "closure"
+        closure = kind_of(suite.reference) == "closure"
         for impl in sorted(ctx.impls[suite.name], key=lambda i: i.name != BASELINE):
             only64 = "" if DTYPE in ctx.dtypes[suite.name] else "runs at float64 only (dtype=float64)"
             skip = ctx.unavailable(impl, DTYPE) or only64

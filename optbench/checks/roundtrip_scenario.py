@@ -20,6 +20,7 @@ from optbench.implementations.torch_variants import BASELINE
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.one_step import update_eps
 from optbench.numerics.trajectory import as_array, objective_closure, set_gradients, snapshot
+from optbench.reference.contract import kind_of
 from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
 from optbench.state.formats import optimizer_from_dict
 from optbench.state.positional import positional
@@ -37,7 +38,7 @@ class Session:
         self.case, self.ctx, self.workload, self.save_at = case, ctx, workload, save_at
         self.names = [s.name for s in workload.specs]
         self.closure = case.suite.closure_driven
-        self.coupled = getattr(case.suite.reference, "KIND", "gradient") == "group"
+        self.coupled = kind_of(case.suite.reference) == "group"
         self._cache: dict = {}
 
     def impl(self, name: str):
