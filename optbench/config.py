@@ -76,7 +76,7 @@ def precheck(overrides: list[str], config_dirs=()) -> None:
 def search_path(config_dirs=()) -> list[str]:
     """The ``hydra.searchpath=`` override that lets Hydra find the plugins' suite files (``optbench.plugins``) and
     the ``config_dirs``' ([] when there are none)."""
-    from optbench import plugins
+    import optbench.plugins as plugins
 
     dirs = [d for d in plugins.suite_dirs() if d not in config_dirs] + list(config_dirs)
     return [f"hydra.searchpath=[{','.join('file://' + d for d in dirs)}]"] if dirs else []

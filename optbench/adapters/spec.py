@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from optbench import plugins
+import optbench.plugins as plugins
 from optbench.adapters import (  # noqa: F401 (each registers its key)
     conventions,
     error_inputs,

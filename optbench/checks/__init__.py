@@ -9,7 +9,7 @@ it (``checks=[cross]`` alone is a usage error naming parity: ``engine.selection.
 
 from __future__ import annotations
 
-from optbench import plugins
+import optbench.plugins as plugins
 from optbench.checks import (  # noqa: F401  (importing a check's module registers it)
     cross,
     deviations,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from omegaconf import OmegaConf
 
-from optbench import plugins
+import optbench.plugins as plugins
 from optbench.implementations import torch_implementations
 from optbench.suite.catalog import candidate_suite_names, optimizer_suite_names, resolve, suite_files
 from optbench.suite.spec import DTYPES, Suite

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from optbench import plugins
+import optbench.plugins as plugins
 from optbench.suite.spec import Suite
 from optbench.suites import CONFIG_MODULE
 from optbench.usage import UsageError
