@@ -77,9 +77,8 @@ def test_a_check_registered_from_outside_is_configured_planned_run_reported_and_
     """A check is one class: registered from here with its config block, its report section and its summary entry,
     a run plans and runs its cases, takes ``toy.limit=`` from the command line, and report.md shows and counts its
     rows; unregistered, it is gone from the config again."""
-    from optbench.cases import Case, Outcome
-    from optbench.checks.registry import register_check, unregister
-    from optbench.results import row
+    from optbench import Case, Outcome, register_check, row
+    from optbench.checks.registry import unregister
 
     def section(rows):
         return [("Toy check", rows[rows["metric"] == "toy.value"][["impl", "status", "value"]])]

@@ -31,3 +31,13 @@ def test_data_files_are_shipped():
     data = SETUPTOOLS["package-data"]
     assert set(data["optbench.suites"]) >= {"*.yaml", "suite/*.yaml", "device/*.yaml"}
     assert "csrc/*.cpp" in data["optbench.kernels"] and list((ROOT / "kernels" / "csrc").glob("*.cpp"))
+
+
+def test_every_public_name_resolves():
+    """What optbench exports for users and extension authors (``optbench.__all__``) is there, by name."""
+    import optbench
+
+    missing = [name for name in optbench.__all__ if getattr(optbench, name, None) is None]
+    assert not missing, missing
+    assert optbench.register_check.__module__ == "optbench.checks.registry"
+    assert optbench.GradientReference.__module__ == "optbench.reference.contract"

@@ -6,7 +6,7 @@ from importlib import metadata
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from optbench.adapters.registry import CandidateSpecError, adapter_key
+from optbench import CandidateSpecError, adapter_key
 
 
 @adapter_key("example_version")

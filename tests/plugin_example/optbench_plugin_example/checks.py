@@ -3,9 +3,7 @@ its momentum is 0), the property Signum's users rely on. Registered on import (e
 
 import torch
 
-from optbench.cases import Case, Outcome
-from optbench.checks.registry import register_check
-from optbench.results import row
+from optbench import Case, Outcome, register_check, row
 
 
 def _section(rows):
