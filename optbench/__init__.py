@@ -21,10 +21,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .state.by_name import load_state_dict_by_name, name_aware, with_param_names
-from .state.formats import as_torch, from_flat, from_name_keyed, optimizer_from_dict, to_flat, to_name_keyed
-from .watch import Divergence, watch
-
 if TYPE_CHECKING:  # the names below, for type checkers and readers (imported on first use at run time)
     from . import plugins
     from .adapters.registry import CandidateSpecError, adapter_key  # noqa: F401
@@ -60,6 +56,11 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module 'optbench' has no attribute {name!r}")
 
+
+# after __getattr__: a plugin these imports load may import an extension name from optbench already
+from .state.by_name import load_state_dict_by_name, name_aware, with_param_names  # noqa: E402
+from .state.formats import as_torch, from_flat, from_name_keyed, optimizer_from_dict, to_flat, to_name_keyed  # noqa: E402
+from .watch import Divergence, watch  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["load_state_dict_by_name", "name_aware", "with_param_names", "as_torch", "from_flat", "from_name_keyed",
