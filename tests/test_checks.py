@@ -4,6 +4,7 @@ the parity matrix report."""
 import json
 
 import pandas as pd
+import pytest
 import torch
 
 from optbench.checks import REGISTRY
@@ -135,3 +136,31 @@ def test_declared_status_is_one_rule_for_every_check():
     assert declared_status("pass", sometimes) == "pass" and declared_status("fail", sometimes) == "xfail"
     assert declared_status("error", d, errors=True) == "xfail"
     assert [declared_status(s, None) for s in ("pass", "fail", "error")] == ["pass", "fail", "error"]
+
+
+def test_a_registration_cannot_replace_the_run_config_and_a_broken_section_costs_only_itself():
+    """A check whose config block would replace one of the run config's own (``workload``) is refused; a check
+    whose report section raises gets one line saying so, and every other section still renders."""
+    from optbench.checks.registry import register_check, report_sections, unregister
+
+    with pytest.raises(ValueError, match="would replace the run config's own 'workload'"):
+        @register_check(config={"width": 1})
+        class Clobbering:
+            name = "workload"
+            requires = ()
+
+    @register_check(sections=lambda rows: [("Broken", rows["no such column"])])
+    class Broken:
+        name = "broken_section"
+        requires = ()
+
+    from optbench.rows import COLUMNS, row
+
+    labels = {"suite": "adam", "impl": "foreach", "dtype": "float32", "hparams": "default", "device": "cpu"}
+    rows = pd.DataFrame([row(labels, check="parity", metric="parity.max_err_eps", value=1.0, status="pass")],
+                        columns=COLUMNS)
+    try:
+        titles = [title for title, _ in report_sections(rows)]
+        assert "broken_section (its section could not be rendered)" in titles and "Parity cases" in titles, titles
+    finally:
+        unregister("broken_section")

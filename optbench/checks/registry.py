@@ -50,6 +50,9 @@ def register_check(*, config: dict | None = None, default: bool = False, alone: 
         check = cls()
         if check.name in REGISTRY:
             raise ValueError(f"a check named {check.name!r} is registered already ({type(REGISTRY[check.name])})")
+        if config and check.name in _run_config_keys():
+            raise ValueError(f"check {check.name!r}: its config block would replace the run config's own "
+                             f"{check.name!r}: name the check otherwise")
         REGISTRATIONS[check.name] = Registration(check, dict(config) if config else None, default, alone,
                                                  timed, sections, counted)
         REGISTRY[check.name] = check
@@ -100,9 +103,31 @@ def store_config_defaults() -> None:
     ConfigStore.instance().store(name=CONFIG_NODE, node=config_defaults())
 
 
+def _run_config_keys() -> set[str]:
+    """The top-level keys of the run config file (``suites/config.yaml``), which no check's block may replace."""
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    from optbench.suites import CONFIG_MODULE
+
+    text = (resources.files(CONFIG_MODULE) / "config.yaml").read_text(encoding="utf-8")
+    return {str(k) for k in OmegaConf.create(text)}
+
+
 def report_sections(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Every registered check's report.md sections over ``rows``, in registration order."""
-    return [s for r in REGISTRATIONS.values() if r.sections for s in r.sections(rows)]
+    """Every registered check's report.md sections over ``rows``, in registration order; a section that raises is
+    a one-line table saying so (a plugin's bug never costs the rest of the report)."""
+    out = []
+    for name, r in REGISTRATIONS.items():
+        if r.sections is None:
+            continue
+        try:
+            out += r.sections(rows)
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+            out.append((f"{name} (its section could not be rendered)", pd.DataFrame({"error": [why]})))
+    return out
 
 
 def counted_checks() -> list[str]:
