@@ -87,3 +87,24 @@ def test_a_clone_of_optbench_in_the_working_directory_does_not_shadow_it_in_the_
                            "checks=[parity]", "dtype=float64", "steps=2", "jobs=1", "history_dir=null", "out_dir=out"],
                           cwd=cwd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_users_suite_file_replaces_the_built_in_of_its_name(tmp_path):
+    """``--config-dir DIR suite=sgd`` with DIR/suite/sgd.yaml runs the user's file, not the built-in one (Hydra finds
+    the built-in first): here it names Adam's reference for SGD, so parity must fail, and results.json records the
+    reference the run really used. The docs' example records the user's reference too."""
+    from optbench.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "conf" / "suite").mkdir(parents=True)
+    text = (root / "suites" / "suite" / "sgd.yaml").read_text().replace("\nreference: sgd\n", "\nreference: adam\n")
+    (tmp_path / "conf" / "suite" / "sgd.yaml").write_text(text)
+    run = ["run", "--config-dir", str(tmp_path / "conf"), "suite=sgd", "checks=[parity]", "impl=[for-loop]",
+           "dtype=float32", "hparams=first", "jobs=0", f"out_dir={tmp_path / 'sgd'}"]
+    assert main(run) == 1
+    assert json.loads((tmp_path / "sgd" / "results.json").read_text())["config"]["suite"]["reference"] == "adam"
+    run = ["run", "--config-dir", str(root / "tests" / "byo" / "conf"), "suite=lion", "candidate=tests.byo.lion.Lion",
+           "checks=[parity]", "dtype=float32", "hparams=first", "jobs=0", f"out_dir={tmp_path / 'lion'}"]
+    assert main(run) == 0
+    recorded = json.loads((tmp_path / "lion" / "results.json").read_text())["config"]["suite"]["reference"]
+    assert recorded == "tests.byo.lion_reference"

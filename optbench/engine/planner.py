@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
@@ -34,7 +34,7 @@ from optbench.engine.selection import (
     resolve_steps,
     resolve_timing,
 )
-from optbench.suite.catalog import is_meta, resolve
+from optbench.suite.catalog import is_meta, replaced, resolve
 from optbench.usage import UsageError
 
 
@@ -51,6 +51,9 @@ class Planner:
         if cfg.suite is None or ("reference" not in cfg.suite and not is_meta(cfg.suite)):
             raise UsageError("no suite selected: pass suite=<name> (see 'optbench list')")
         self.cfg, self.config_dirs = cfg, [str(d) for d in config_dirs]
+        if (mine := replaced(cfg.suite, config_dirs)) is not cfg.suite:  # the run records the suite it runs
+            with open_dict(cfg):
+                cfg.suite = mine
         self.steps, self.seed = resolve_steps(cfg)
         resolve_timing(cfg)
         resolve_report(cfg)

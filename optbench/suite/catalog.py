@@ -36,6 +36,27 @@ def suite_files(config_dirs=()) -> dict[str, object]:
     return found
 
 
+def replacing_file(name: str, config_dirs=()):
+    """The suite file of a plugin or a config dir that replaces the built-in suite ``name`` (None when the built-in
+    is the one, or there is none of that name). Hydra finds the built-in first, so the run takes this file's
+    content in its place (``Planner``): a user's ``suite/sgd.yaml`` is what ``suite=sgd`` runs, as documented."""
+    builtin = resources.files(CONFIG_MODULE) / "suite" / f"{name}.yaml"
+    entry = suite_files(config_dirs).get(name)
+    return entry if entry is not None and builtin.is_file() and str(entry) != str(builtin) else None
+
+
+def replaced(suite_cfg: DictConfig, config_dirs=()) -> DictConfig:
+    """``suite_cfg`` as Hydra composed it, or the content of the file that replaces that built-in suite
+    (``replacing_file``); a meta-suite cannot be replaced (its file sets run defaults Hydra has applied already)."""
+    entry = replacing_file(str(suite_cfg.get("name", "")), config_dirs)
+    if entry is None:
+        return suite_cfg
+    if is_meta(suite_cfg):
+        raise UsageError(f"{entry}: a meta-suite file cannot replace the built-in {suite_cfg.name!r}: name it "
+                         "otherwise")
+    return _load(entry)
+
+
 def suite_names(config_dirs=()) -> list[str]:
     return sorted(suite_files(config_dirs))
 
