@@ -201,3 +201,20 @@ def test_sigterm_while_planning_says_so_and_is_never_a_pass(tmp_path):
     meta, _ = load_run(tmp_path / "run")
     assert meta["run"]["status"] == "interrupted"
     assert not list((tmp_path / "ext").glob("*/lock"))  # torch's build lock let go
+
+
+def test_a_unit_starts_from_torchs_default_dtype_whatever_an_earlier_one_set():
+    """Code under test that calls torch.set_default_dtype (float64 here) changes no later unit of its worker."""
+    import torch
+
+    from optbench.engine.executor import Executor
+
+    class Ctx:
+        scratch = {"left": "by an earlier unit"}
+
+    torch.set_default_dtype(torch.float64)
+    try:
+        Executor(Ctx(), seed=0).reset_for_unit()
+        assert torch.get_default_dtype() == torch.float32 and not Ctx.scratch
+    finally:
+        torch.set_default_dtype(torch.float32)

@@ -55,6 +55,7 @@ class Executor:
     def reset_for_unit(self) -> None:
         """What a unit may see of the units before it in this process: nothing that changes a row."""
         self.ctx.scratch.clear()
+        torch.set_default_dtype(torch.float32)  # a candidate that changed it changes no later unit
         torch.manual_seed(self.seed)
         np.random.seed(self.seed % 2**32)
         random.seed(self.seed)
