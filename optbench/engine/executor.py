@@ -2,8 +2,8 @@
 
 ``Executor.execute`` runs one (check, case): an exception, ``SystemExit`` included, becomes an ``error`` row of the
 case, and every case records what it cost (``run.case_s``). ``run_unit`` runs a unit's requests in order from the
-same state whatever ran before it in the process (scratch, RNGs, compiled graphs reset): which worker runs which
-unit never changes a row. The worker process and ``jobs=0`` both run units through it.
+same state whatever ran before it in the process (scratch, default dtype, RNGs, compiled graphs reset): which
+worker runs which unit never changes a row. The worker process and ``jobs=0`` both run units through it.
 """
 
 from __future__ import annotations
