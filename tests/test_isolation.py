@@ -203,8 +203,9 @@ def test_sigterm_while_planning_says_so_and_is_never_a_pass(tmp_path):
     assert not list((tmp_path / "ext").glob("*/lock"))  # torch's build lock let go
 
 
-def test_a_unit_starts_from_torchs_default_dtype_whatever_an_earlier_one_set():
-    """Code under test that calls torch.set_default_dtype (float64 here) changes no later unit of its worker."""
+def test_a_unit_starts_from_torchs_defaults_whatever_an_earlier_one_set():
+    """Code under test that changes torch's process-wide settings (default dtype, grad mode, deterministic
+    algorithms, anomaly detection, threads) changes no later unit of its worker."""
     import torch
 
     from optbench.engine.executor import Executor
@@ -212,9 +213,20 @@ def test_a_unit_starts_from_torchs_default_dtype_whatever_an_earlier_one_set():
     class Ctx:
         scratch = {"left": "by an earlier unit"}
 
+    executor, threads = Executor(Ctx(), seed=0), torch.get_num_threads()
     torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+    torch.use_deterministic_algorithms(True)
+    torch.autograd.set_detect_anomaly(True)
+    torch.set_num_threads(threads + 1)
     try:
-        Executor(Ctx(), seed=0).reset_for_unit()
-        assert torch.get_default_dtype() == torch.float32 and not Ctx.scratch
+        executor.reset_for_unit()
+        assert torch.get_default_dtype() == torch.float32 and torch.is_grad_enabled() and not Ctx.scratch
+        assert not torch.are_deterministic_algorithms_enabled() and not torch.is_anomaly_enabled()
+        assert torch.get_num_threads() == threads
     finally:
         torch.set_default_dtype(torch.float32)
+        torch.set_grad_enabled(True)
+        torch.use_deterministic_algorithms(False)
+        torch.autograd.set_detect_anomaly(False)
+        torch.set_num_threads(threads)

@@ -2,7 +2,7 @@
 
 ``Executor.execute`` runs one (check, case): an exception, ``SystemExit`` included, becomes an ``error`` row of the
 case, and every case records what it cost (``run.case_s``). ``run_unit`` runs a unit's requests in order from the
-same state whatever ran before it in the process (scratch, default dtype, RNGs, compiled graphs reset): which
+same state whatever ran before it in the process (scratch, torch's settings, RNGs, compiled graphs reset): which
 worker runs which unit never changes a row. The worker process and ``jobs=0`` both run units through it.
 """
 
@@ -51,11 +51,18 @@ class Executor:
 
     def __init__(self, ctx: RunContext, seed: int):
         self.ctx, self.seed = ctx, seed
+        self.threads = torch.get_num_threads()  # this process's own, before any code under test ran
 
     def reset_for_unit(self) -> None:
         """What a unit may see of the units before it in this process: nothing that changes a row."""
         self.ctx.scratch.clear()
-        torch.set_default_dtype(torch.float32)  # a candidate that changed it changes no later unit
+        # torch's process-wide settings as torch starts: code under test that changed one changes no later unit
+        torch.set_default_dtype(torch.float32)
+        torch.set_default_device(None)
+        torch.set_grad_enabled(True)
+        torch.autograd.set_detect_anomaly(False)
+        torch.use_deterministic_algorithms(False)
+        torch.set_num_threads(self.threads)
         torch.manual_seed(self.seed)
         np.random.seed(self.seed % 2**32)
         random.seed(self.seed)

@@ -11,7 +11,7 @@ request left: the pytest gate sends a group's cases one request each). Events: `
 fingerprint, which the parent compares with its own), ``start`` (a case began: the parent's clock for the
 per-case timeout starts), ``case`` (its rows and console line; a ``replay`` only rebuilds the scratch a later
 case of its group reads, and sends no rows), ``unit-done``, or ``failed`` (init raised). A unit starts from
-the same state whatever ran before it in this process (scratch, default dtype, RNGs, compiled graphs reset), so
+the same state whatever ran before it in this process (scratch, torch's settings, RNGs, compiled graphs reset), so
 which worker runs which unit never changes a row."""
 
 from __future__ import annotations
