@@ -230,3 +230,18 @@ def test_a_unit_starts_from_torchs_defaults_whatever_an_earlier_one_set():
         torch.use_deterministic_algorithms(False)
         torch.autograd.set_detect_anomaly(False)
         torch.set_num_threads(threads)
+
+
+def test_jobs_past_the_cores_is_capped_at_them_in_one_line(capsys):
+    """jobs=999 starts no more workers than there are cores (each worker is a copy of torch sharing them)."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from optbench.engine.selection import resolve_jobs
+
+    cores = len(os.sched_getaffinity(0))
+    assert resolve_jobs(OmegaConf.create({"jobs": 999})) == cores
+    assert resolve_jobs(OmegaConf.create({"jobs": 0})) == 0 and resolve_jobs(OmegaConf.create({"jobs": 1})) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"optbench: jobs=999 capped at this machine's {cores} core(s)", err

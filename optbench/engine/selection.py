@@ -3,7 +3,9 @@ ad-hoc options), or a one-line UsageError naming what is wrong and what would be
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -297,17 +299,26 @@ DEFAULT_CASE_TIMEOUT_S = 900
 
 
 def resolve_jobs(cfg: DictConfig) -> int:
-    """``jobs``: auto (the cores this process may use), 0 (in this process: no isolation, for debugging) or N."""
+    """``jobs``: auto (the cores this process may use), 0 (in this process: no isolation, for debugging) or N, at
+    most the cores (more workers than cores only share them, each with its own copy of torch: one line says so)."""
     value = cfg.get("jobs", "auto")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if value in (None, "auto"):
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return cores
     try:
         jobs = int(value)
         if jobs != float(value) or jobs < 0:
             raise ValueError
     except (TypeError, ValueError):
         raise UsageError(f"jobs={value}: need auto, 0 (in this process) or a number of worker processes") from None
-    return jobs
+    if jobs > cores:
+        _say_once(f"optbench: jobs={jobs} capped at this machine's {cores} core(s)")
+    return min(jobs, cores)
+
+
+@functools.lru_cache(maxsize=None)
+def _say_once(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def resolve_max_failures(cfg: DictConfig) -> int:
