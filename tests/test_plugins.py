@@ -5,6 +5,7 @@ into a folder put on PYTHONPATH, and optbench runs with them as a user would."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -18,9 +19,10 @@ HERE = Path(__file__).resolve().parent
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("site")
+    offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []  # else pip fetches it
     for package in ("plugin_example", "plugin_broken"):
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                        "--target", str(target), str(HERE / package)], check=True, capture_output=True, timeout=300)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *offline, "--target", str(target),
+                        str(HERE / package)], check=True, capture_output=True, timeout=300)
     return target
 
 
