@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,10 @@ def site(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("site")
     offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []  # else pip fetches it
     for package in ("plugin_example", "plugin_broken"):
+        source = shutil.copytree(HERE / package, target.parent / f"{target.name}-{package}",  # xdist workers build
+                                 ignore=shutil.ignore_patterns("build", "*.egg-info"))  # apart, out of the tree
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *offline, "--target", str(target),
-                        str(HERE / package)], check=True, capture_output=True, timeout=300)
+                        str(source)], check=True, capture_output=True, timeout=300)
     return target
 
 
