@@ -112,14 +112,12 @@ class GateRun:
         return self._in_worker(index, (case.suite.name, check.group(case))), self.lines
 
     def _in_worker(self, index: int, group: tuple) -> list[dict]:
-        from optbench.engine.pool import Pool
         from optbench.engine.units import Unit
 
         if self.pool is None:
             init = {"op": "init", "cfg": self.run.results.meta["config"], "config_dirs": self.run.config_dirs,
-                    "out_dir": str(self.out), "sys_path": list(__import__("sys").path)}
-            self.pool = Pool(1, init, self.out / "workers", self.run.case_timeout_s, self.run.labels_of,
-                             lambda i, rows, line: self._got.__setitem__(i, (rows, line)), self.run.plan_fingerprint())
+                    "sys_path": list(__import__("sys").path)}
+            self.pool = self.run.pool(init, lambda i, rows, line: self._got.__setitem__(i, (rows, line)), jobs=1)
         fresh = group != self._group
         if fresh:
             self._group, self._group_done = group, []

@@ -1,6 +1,7 @@
 """Errors that are the user's to fix: reported in one line with exit code 2, no traceback; the exit codes."""
 
 import difflib
+import functools
 import sys
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
@@ -19,6 +20,12 @@ def worst(codes) -> int:
 
 class UsageError(Exception):
     """A bad suite, device, dtype, implementation, candidate or path; the message is one line."""
+
+
+@functools.lru_cache(maxsize=None)
+def say_once(message: str) -> None:
+    """``message`` on stderr, once per process (a note, not an error: the run goes on)."""
+    print(message, file=sys.stderr)
 
 
 def did_you_mean(name: str, choices) -> str:

@@ -84,3 +84,13 @@ def test_a_malformed_row_is_refused_in_one_line_where_it_enters_the_record(tmp_p
 def test_the_status_groups_are_of_the_statuses():
     assert PASSING | FAILING | VERIFIED | NO_VERDICT | {"info"} == set(STATUSES)
     assert not FAILING & PASSING and not NO_VERDICT & VERIFIED and FAILING - VERIFIED == {"error"}
+
+
+def test_the_measuring_checks_are_the_ones_registered_to_run_alone():
+    """results.verdict's MEASURED needs the checks that measure (it cannot import the registry, which is above it):
+    the two lists agree."""
+    import optbench.checks  # noqa: F401  (the built-in checks registered)
+    from optbench.checks.registry import alone_checks
+    from optbench.results import MEASURING_CHECKS
+
+    assert set(alone_checks()) == set(MEASURING_CHECKS)

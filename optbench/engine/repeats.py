@@ -115,7 +115,7 @@ def run_repeated(runner, units: list[Unit], repeats: int, init: dict | None) -> 
     collected: dict[int, list] = {}
     keep = lambda index, rows, line: collected.setdefault(index, []).append((rows, line))  # noqa: E731
     for r in range(repeats):
-        runner._line(f"  speed: repeat {r + 1} of {repeats}" + (" (a fresh worker process)" if init else ""))
+        runner.writer.line(f"  speed: repeat {r + 1} of {repeats}" + (" (a fresh worker process)" if init else ""))
         fresh = [Unit(list(u.items), done=list(u.done)) for u in units]
         if init is None:
             for unit in fresh:
@@ -123,10 +123,10 @@ def run_repeated(runner, units: list[Unit], repeats: int, init: dict | None) -> 
                     if mode == "run":
                         keep(index, rows, line)
             continue
-        pool = runner._pool(init, keep, jobs=1)
+        pool = runner.pool(init, keep, jobs=1)
         try:
             pool.run(fresh, jobs=1)
         finally:
             pool.close()
     for index in sorted(collected):
-        runner._record(index, *merge(collected[index], in_process=init is None))
+        runner.writer.record(index, *merge(collected[index], in_process=init is None))

@@ -125,12 +125,6 @@ class SuiteRun:
         return {"config": self.results.meta["config"], "config_dirs": self.config_dirs,
                 "fingerprint": self.plan_fingerprint(), "meta": self.results.meta, "plan": plan}
 
-    def _record(self, index: int, rows: list[dict], line: str) -> None:
-        self.writer.record(index, rows, line)
-
-    def _line(self, text: str) -> None:
-        self.writer.line(text)
-
     def _dispatch(self, parallel: list[Unit], timing: list[Unit]) -> None:
         repeats = int(self.cfg.speed.get("repeats") or 1)
         repeated = [u for u in timing if repeats > 1 and self.plan()[u.items[0]][0].name == "speed"]
@@ -139,12 +133,12 @@ class SuiteRun:
             for unit in parallel + timing:
                 for index, mode, rows, line in self.run_unit(unit.requests()):
                     if mode == "run":
-                        self._record(index, rows, line)
+                        self.writer.record(index, rows, line)
             self._repeat(repeated, repeats, None)
             return
         init = {"op": "init", "cfg": self.results.meta["config"], "config_dirs": self.config_dirs,
-                "out_dir": str(self.results.out_dir), "sys_path": list(sys.path)}
-        pool = self._pool(init, self._record)
+                "sys_path": list(sys.path)}
+        pool = self.pool(init, self.writer.record)
         try:
             pool.run(longest_first(parallel, self.plan()))
             pool.run(timing, jobs=1)  # timing alone: no other worker runs a case meanwhile
@@ -152,7 +146,8 @@ class SuiteRun:
             pool.close()
         self._repeat(repeated, repeats, init)
 
-    def _pool(self, init: dict, record, jobs: int | None = None) -> Pool:
+    def pool(self, init: dict, record, jobs: int | None = None) -> Pool:
+        """Worker processes (``jobs``, else the run's) for this run's plan, each finished case to ``record``."""
         return Pool(jobs or self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
                     record, self.plan_fingerprint())
 
@@ -193,9 +188,10 @@ class SuiteRun:
         and (``write``) results.json/csv, the history copy (a finished run's) and report.md."""
         run = run or {"status": FINISHED, "how": "finished"}
         if run["status"] == FINISHED and "parity" in self.checks and self.ctx.candidate is not None:
-            self.results.extend(unchecked(self.ctx.candidate, self.results.rows, self.suites[0], self.echo))
+            self.results.extend(unchecked(self.ctx.candidate, self.results.rows, self.suites[0],
+                                           self.device.type, self.echo))
         self.results.meta["wall_s"] = round(time.perf_counter() - self._started, 2)
         self.results.meta["run"] = run | {"journal_writing_s": round(self.writer.writing_s, 3)}
         if not write:
             return self.results
-        return self.writer.finish(run, self.cfg.get("history_dir"))
+        return self.writer.finish(run, self.cfg.get("history_dir"))  # meta["run"] as set here

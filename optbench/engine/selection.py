@@ -3,9 +3,7 @@ ad-hoc options), or a one-line UsageError naming what is wrong and what would be
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +25,7 @@ from optbench.implementations import (
     torch_implementations,
 )
 from optbench.suite.spec import DTYPES, HparamSet, Suite
-from optbench.usage import UsageError, did_you_mean
+from optbench.usage import UsageError, did_you_mean, say_once
 
 
 def _names(value, what: str) -> list[str]:
@@ -312,13 +310,9 @@ def resolve_jobs(cfg: DictConfig) -> int:
     except (TypeError, ValueError):
         raise UsageError(f"jobs={value}: need auto, 0 (in this process) or a number of worker processes") from None
     if jobs > cores:
-        _say_once(f"optbench: jobs={jobs} capped at this machine's {cores} core(s)")
+        say_once(f"optbench: jobs={jobs} capped at this machine's {cores} core(s)")
     return min(jobs, cores)
 
-
-@functools.lru_cache(maxsize=None)
-def _say_once(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def resolve_max_failures(cfg: DictConfig) -> int:

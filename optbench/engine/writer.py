@@ -61,8 +61,8 @@ class RunWriter:
 
     def finish(self, run: dict, history_dir=None) -> Results:
         """Write results.json/csv, end the journal (removed once results.json holds a finished run), keep a finished
-        run in ``history_dir`` and render report.md. A write that fails says where the finished cases are."""
-        self.results.meta["run"] = run | {"journal_writing_s": round(self.writing_s, 3)}
+        run in ``history_dir`` and render report.md (``results.meta["run"]`` says how the run ended already). A
+        write that fails says where the finished cases are."""
         try:
             path = self.results.finish()
             if self.journal is not None:

@@ -9,6 +9,9 @@ import torch
 from optbench.adapters.spec import CandidateSpec
 from optbench.dotted import CandidateError, import_dotted
 from optbench.hyperparameters import constructor_defaults, takes
+from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS
+from optbench.results import NO_VERDICT
+from optbench.results import row as result_row
 
 from .adapter import Implementation
 
@@ -104,19 +107,15 @@ def defaults_warning(meta: dict) -> str:
             "with the reference's values (report.md, 'Candidate')")
 
 
-def unchecked(candidate: Implementation, rows: list[dict], suite, echo) -> list[dict]:
+def unchecked(candidate: Implementation, rows: list[dict], suite, device: str, echo) -> list[dict]:
     """A candidate the user asked to verify must have been checked by at least one parity case: else one ``error``
     row saying why (said through ``echo`` too), never a run that passes with its candidate unchecked."""
-    from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS
-    from optbench.results import NO_VERDICT, row
-
     mine = [r for r in rows if r["impl"] == candidate.name]
     if any(r["check"] == "parity" and r["metric"] == PARITY_MAX_ERR_EPS and r["fqn"] == "" for r in mine):
         return []
     why = sorted({r["detail"] for r in mine if r["status"] in NO_VERDICT | {"error"}})
-    device = next((r["device"] for r in rows if r.get("device")), "")
     labels = {"suite": suite.name, "optimizer": suite.optimizer or "", "impl": candidate.name, "dtype": "",
               "hparams": "", "device": device}
     detail = "the candidate was not checked by any hparam set" + (f": {why[0]}" if why else "")
     echo(f"  ERROR {candidate.name}: {detail}")
-    return [row(labels, check="parity", metric=CASE_ERROR, value=1, status="error", detail=detail)]
+    return [result_row(labels, check="parity", metric=CASE_ERROR, value=1, status="error", detail=detail)]

@@ -8,7 +8,6 @@ A suite with ``optimizer: null`` (``umup``) checks a ``candidate=`` only and is 
 from __future__ import annotations
 
 import copy
-import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -19,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 import optbench.plugins as plugins
 from optbench.suite.spec import Suite
 from optbench.suites import CONFIG_MODULE
-from optbench.usage import UsageError
+from optbench.usage import UsageError, say_once
 
 
 def suite_files(config_dirs=()) -> dict[str, object]:
@@ -116,10 +115,6 @@ def is_meta(suite_cfg: DictConfig) -> bool:
     return "members" in suite_cfg
 
 
-@lru_cache(maxsize=None)
-def _say_once(message: str) -> None:
-    print(message, file=sys.stderr)
-
 
 def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
     """The suites a run checks: the one configured, or a meta-suite's members."""
@@ -148,7 +143,7 @@ def resolve(suite_cfg: DictConfig, config_dirs=()) -> list[Suite]:
     missing = [s for s in suites if s.optimizer and "." not in s.optimizer
                and not hasattr(torch.optim, s.optimizer)]
     if missing:  # an older torch: the suites of optimizers it lacks cannot run here, the rest can
-        _say_once(f"optbench: suite={suite_cfg.name} leaves out {', '.join(s.name for s in missing)}: torch "
+        say_once(f"optbench: suite={suite_cfg.name} leaves out {', '.join(s.name for s in missing)}: torch "
                   f"{torch.__version__} has no {', '.join('torch.optim.' + s.optimizer for s in missing)}")
         suites = [s for s in suites if s not in missing]
     keep = suite_cfg.get("hparams")
