@@ -6,8 +6,8 @@ What a user's code and an extension need, by name (the rest of the package is op
   formats (``to_flat``, ``from_flat``, ``to_name_keyed``, ``from_name_keyed``, ``as_torch``, ``optimizer_from_dict``);
   parity in a training loop: ``watch``, ``Divergence``;
 * a check: ``register_check`` (``optbench.checks.registry``), the ``Check`` protocol, ``Case``, ``Outcome``,
-  ``RunContext``, ``row`` and ``Row`` (one result row), the status groups (``PASSING``, ``FAILING``, ``DECLARED``,
-  ``NO_VERDICT``);
+  ``RunContext`` (its ``settings``: ``Settings``, ``Block``), ``row`` and ``Row`` (one result row), the status
+  groups (``PASSING``, ``FAILING``, ``DECLARED``, ``NO_VERDICT``);
 * a reference: the protocols of its three kinds (``GradientReference``, ``ClosureReference``, ``GroupReference``),
   ``load_reference``;
 * an adapter key: ``adapter_key`` (``optbench.adapters.registry``), ``CandidateSpec``, ``CandidateSpecError``;
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the names below, for type checkers and readers (imported on
     from .reference.contract import ClosureReference, GradientReference, GroupReference  # noqa: F401
     from .results import DECLARED, FAILING, NO_VERDICT, PASSING, load_run, verdict  # noqa: F401
     from .rows import Row, row  # noqa: F401
+    from .settings import Block, Settings  # noqa: F401
 
 _LAZY = {
     "register_check": "optbench.checks.registry", "Check": "optbench.checks.base", "Case": "optbench.cases",
@@ -41,7 +42,7 @@ _LAZY = {
     "GradientReference": "optbench.reference.contract", "ClosureReference": "optbench.reference.contract",
     "GroupReference": "optbench.reference.contract", "load_reference": "optbench.reference",
     "adapter_key": "optbench.adapters.registry", "CandidateSpecError": "optbench.adapters.registry",
-    "CandidateSpec": "optbench.adapters.spec",
+    "CandidateSpec": "optbench.adapters.spec", "Settings": "optbench.settings", "Block": "optbench.settings",
 }
 
 

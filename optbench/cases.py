@@ -8,9 +8,9 @@ import fnmatch
 from dataclasses import dataclass, field
 
 import torch
-from omegaconf import DictConfig
 
 from optbench.implementations import Implementation
+from optbench.settings import Settings
 from optbench.suite.spec import DTYPES, PARAM_FILTERS, HparamSet, Suite
 from optbench.workloads import Workload, build
 from optbench.workloads import speed as speed_workloads
@@ -59,7 +59,7 @@ class Outcome:
 class RunContext:
     """What every check of one run shares."""
 
-    cfg: DictConfig
+    settings: Settings  # the run config, resolved and read-only: settings.speed.params, settings.workload.width
     device: torch.device
     steps: int
     seed: int
@@ -102,7 +102,7 @@ class RunContext:
             if name != "model":
                 raise ValueError(f"the {suite.workload_of(hset)} workload has no {name} variant")
             return self.workload(suite, hset, dtype, steps=1, purpose="speed")
-        size = self.cfg.scaling.tensors_params if name.startswith("tensors-") else self.cfg.speed.params
+        size = self.settings.scaling.tensors_params if name.startswith("tensors-") else self.settings.speed.params
         workload = speed_workloads.by_name(name, float(size), self.seed)
         return workload.restricted(PARAM_FILTERS[suite.params])
 
@@ -117,9 +117,9 @@ class RunContext:
 
     def _generate(self, name: str, dtype: str, steps: int, purpose: str, params: str, raising: tuple,
                   suite_sizes: tuple) -> Workload:
-        sizes = {**(self.cfg.speed if purpose == "speed" else self.cfg.workload), **dict(suite_sizes)}
-        by_dtype = self.cfg.workload.grad_log10_range_by_dtype
-        grad_range = tuple(by_dtype.get(dtype, self.cfg.workload.grad_log10_range))
+        sizes = {**(self.settings.speed if purpose == "speed" else self.settings.workload), **dict(suite_sizes)}
+        by_dtype = self.settings.workload.grad_log10_range_by_dtype
+        grad_range = tuple(by_dtype.get(dtype, self.settings.workload.grad_log10_range))
         full = build(name, seed=self.seed, steps=steps, width=int(sizes["width"]), layers=int(sizes["layers"]),
                      vocab=int(sizes["vocab"]), grad_log10_range=grad_range)
         if DTYPES[dtype].is_complex:

@@ -84,7 +84,8 @@ class GateRun:
             self.name = f"{self.suite}-{count + 1}" if count else self.suite
             self.out = out / self.name if out else Path(self._tmp.name)
             self.run = SuiteRun(cfg, self.out, echo=self._echo, config_dirs=config_dirs)
-            if int(cfg.speed.get("repeats") or 1) > 1:  # an item is one case timed once: never repeats it says it ran
+            # an item is one case timed once: never repeats it says it ran
+            if int(self.run.planner.settings.speed.repeats or 1) > 1:
                 raise UsageError("speed.repeats: the gate times each case once, as an item; repeat with "
                                  "'optbench run' (or pytest-benchmark's own rounds)")
             self.plan = self.run.plan()

@@ -5,6 +5,7 @@ through Hydra's API works whoever imports it first."""
 
 import functools
 import secrets
+from importlib import resources
 
 from omegaconf import OmegaConf
 
@@ -19,3 +20,10 @@ def run_tag() -> str:
 
 
 OmegaConf.register_new_resolver("optbench_run_tag", run_tag, replace=True)
+
+
+@functools.cache
+def run_config():
+    """``config.yaml`` as written (interpolations unresolved): its top-level keys and its blocks' defaults."""
+    text = (resources.files(CONFIG_MODULE) / "config.yaml").read_text(encoding="utf-8")
+    return OmegaConf.create(text)

@@ -97,7 +97,7 @@ def test_a_check_registered_from_outside_is_configured_planned_run_reported_and_
 
         def run(self, case, ctx):
             value = {"for-loop": 0, "foreach": 2}[case.impl_name]
-            status = "pass" if value <= ctx.cfg.toy.limit else "fail"
+            status = "pass" if value <= ctx.settings.toy.limit else "fail"
             return Outcome([row(case.labels, check="toy", metric="toy.value", value=value, status=status)],
                            f"  toy {case.impl_name} {status}")
 

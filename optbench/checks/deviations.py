@@ -109,10 +109,10 @@ class DeviationsCheck:
     @staticmethod
     def _alone(suite: Suite, hset, d: Deviation, ctx: RunContext):
         """The hparam set's workload (2 steps) with only the parameters the deviation names."""
-        sizes = {**ctx.cfg.workload, **suite.workload_sizes}
+        sizes = {**ctx.settings.workload, **suite.workload_sizes}
         full = build(suite.workload_of(hset), seed=ctx.seed, steps=2, width=int(sizes["width"]),
                      layers=int(sizes["layers"]), vocab=int(sizes["vocab"]),
-                     grad_log10_range=tuple(ctx.cfg.workload.grad_log10_range))
+                     grad_log10_range=tuple(ctx.settings.workload.grad_log10_range))
         return full.restricted(lambda spec: d.matches_spec(spec) and PARAM_FILTERS[suite.params](spec))
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:

@@ -49,7 +49,7 @@ NON_LEAF = "The .grad attribute of a Tensor that is not a leaf"  # torch reads .
 
 def settings(ctx: RunContext) -> tuple[tuple[int, ...], str, int]:
     """(steps, hparams, max_params) from the run's ``differentiable:`` block, validated."""
-    block = ctx.cfg.get("differentiable") or {}
+    block = ctx.settings.differentiable
     steps, hparams, limit = block.get("steps", [1, 3]), str(block.get("hparams", "all")), block.get("max_params", 6)
     try:
         steps = tuple(sorted({int(s) for s in (steps if hasattr(steps, "__iter__") else [steps])}))

@@ -121,7 +121,7 @@ class FormsCheck:
     requires = ()
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
-        settings = ctx.cfg.get("forms", {})
+        settings = ctx.settings.forms
         wanted, compiled = settings.get("dtypes"), settings.get("compiled")
         dtypes = [d for d in ctx.dtypes[suite.name] if not wanted or d in wanted]
         out = []

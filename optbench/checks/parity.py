@@ -41,7 +41,7 @@ def one_step(ctx: RunContext, suite: Suite, dtype: str) -> bool:
     precision floor (there it is what gates the update)."""
     if dtype in suite.one_step_skip:
         return False
-    return bool(ctx.cfg.get("parity", {}).get("one_step", True)) or update_eps(suite, dtype) is not None
+    return bool(ctx.settings.parity.one_step) or update_eps(suite, dtype) is not None
 
 
 def unsupported(case: Case, ctx: RunContext) -> str:

@@ -89,9 +89,14 @@ def alone_checks() -> tuple[str, ...]:
     return tuple(name for name, r in REGISTRATIONS.items() if r.alone)
 
 
+def check_blocks() -> dict[str, dict]:
+    """Each check's block of the run config, as registered: its keys and their defaults."""
+    return {name: r.config for name, r in REGISTRATIONS.items() if r.config}
+
+
 def config_defaults() -> dict:
     """The run config's entries the checks own: ``checks`` (the default selection) and each check's block."""
-    return {"checks": default_checks(), **{name: r.config for name, r in REGISTRATIONS.items() if r.config}}
+    return {"checks": default_checks(), **check_blocks()}
 
 
 def store_config_defaults() -> None:
@@ -105,14 +110,9 @@ def store_config_defaults() -> None:
 
 def _run_config_keys() -> set[str]:
     """The top-level keys of the run config file (``suites/config.yaml``), which no check's block may replace."""
-    from importlib import resources
+    from optbench.suites import run_config
 
-    from omegaconf import OmegaConf
-
-    from optbench.suites import CONFIG_MODULE
-
-    text = (resources.files(CONFIG_MODULE) / "config.yaml").read_text(encoding="utf-8")
-    return {str(k) for k in OmegaConf.create(text)}
+    return {str(k) for k in run_config()}
 
 
 def report_sections(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:

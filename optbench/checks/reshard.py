@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from omegaconf import DictConfig, ListConfig
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import declared_status
@@ -22,6 +21,7 @@ from optbench.metrics import RESHARD_MAX_ERR_EPS
 from optbench.numerics.one_step import update_eps
 from optbench.report.tables import CASE, num
 from optbench.results import row
+from optbench.settings import Settings as RunSettings
 from optbench.suite.spec import DTYPES, Suite
 from optbench.usage import UsageError
 
@@ -30,7 +30,7 @@ BACKENDS = ("auto", "gloo", "nccl")
 
 
 @dataclass(frozen=True)
-class Settings:
+class ReshardSettings:
     from_ranks: int
     to_ranks: tuple[int, ...]
     steps: int
@@ -47,11 +47,11 @@ def _positive(value, what: str) -> int:
     return value
 
 
-def settings(cfg: DictConfig, device: torch.device) -> Settings:
-    """The ``reshard:`` section, validated (a bad value is a one-line UsageError)."""
-    rc = cfg.get("reshard") or {}
+def settings(run: RunSettings, device: torch.device) -> ReshardSettings:
+    """The ``reshard:`` block, validated (a bad value is a one-line UsageError)."""
+    rc = run.reshard
     to = rc.get("to_ranks", 1)
-    to_ranks = tuple(_positive(t, "to_ranks") for t in (to if isinstance(to, (list, ListConfig)) else [to]))
+    to_ranks = tuple(_positive(t, "to_ranks") for t in (to if isinstance(to, tuple) else [to]))
     steps, save_at = _positive(rc.get("steps", 6), "steps"), _positive(rc.get("save_at", 3), "save_at")
     if save_at >= steps:
         raise UsageError(f"reshard.save_at must be below reshard.steps ({steps}), got {save_at}")
@@ -65,7 +65,7 @@ def settings(cfg: DictConfig, device: torch.device) -> Settings:
         raise UsageError(f"reshard.timeout_s must be a positive number of seconds, got {timeout!r}")
     if backend == "auto":
         backend = "nccl" if device.type == "cuda" else "gloo"
-    return Settings(_positive(rc.get("from_ranks", 2), "from_ranks"), to_ranks, steps, save_at, dtype, backend,
+    return ReshardSettings(_positive(rc.get("from_ranks", 2), "from_ranks"), to_ranks, steps, save_at, dtype, backend,
                     float(timeout))
 
 
@@ -106,7 +106,7 @@ def _table(rows):
     # parity tolerance; save_at: the step after which the checkpoint is saved; backend: auto, gloo on cpu and nccl
     # on cuda (one GPU per rank; fewer GPUs: a skip row); timeout_s: per group of ranks (a rank that hangs or dies
     # is an error, never a hang)
-    config={"from_ranks": 2, "to_ranks": 1, "steps": 6, "save_at": 3, "dtype": "float32", "backend": "auto",
+    config={"from_ranks": 2, "to_ranks": [1], "steps": 6, "save_at": 3, "dtype": "float32", "backend": "auto",
             "timeout_s": 120},
     sections=lambda rows: [("Resharded checkpoints (DCP: saved on some ranks, continued on others)", _table(rows))])
 class ReshardCheck:
@@ -116,7 +116,7 @@ class ReshardCheck:
     requires = ()
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
-        s = settings(ctx.cfg, ctx.device)
+        s = settings(ctx.settings, ctx.device)
         hset = suite.hparam_set(suite.roundtrip_hparams)
         return [Case(suite, impl, s.dtype, hset, ctx.device) for impl in ctx.impls[suite.name]
                 if impl.name in IMPLS and not impl.is_candidate and not ctx.unavailable(impl, s.dtype)]
@@ -127,7 +127,7 @@ class ReshardCheck:
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         from optbench.checks.reshard_ranks import SINGLE, ReshardJob, reshard
 
-        s = settings(ctx.cfg, ctx.device)
+        s = settings(ctx.settings, ctx.device)
         targets = (*s.to_ranks, SINGLE)
         names = [f"{_ranks(s.from_ranks)} -> {_ranks(t) if t is not SINGLE else 'a single process'}" for t in targets]
         workload = ctx.workload(case.suite, case.hset, case.dtype, steps=s.steps)

@@ -33,7 +33,7 @@ from optbench.workloads import Workload
 
 def _chosen(ctx: RunContext, key: str) -> list[str] | None:
     """``roundtrip.<key>`` as scenario names (None: all of them); one name may stand alone."""
-    value = ctx.cfg.roundtrip.get(key)
+    value = ctx.settings.roundtrip.get(key)
     if value in (None, "all"):
         return None
     names = [str(value)] if isinstance(value, str) else [str(n) for n in value]
@@ -117,7 +117,7 @@ class RoundTripCheck:
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
         for key in ("scenarios", "compiled"):
             _chosen(ctx, key)  # a misspelt name is a usage error before anything runs
-        dtype, hset = str(ctx.cfg.roundtrip.dtype), suite.hparam_set(suite.roundtrip_hparams)
+        dtype, hset = str(ctx.settings.roundtrip.dtype), suite.hparam_set(suite.roundtrip_hparams)
         out = []
         for impl in (i for i in ctx.impls[suite.name] if not ctx.unavailable(i, dtype)):
             taken, why = taken_set(impl, suite, hset)
@@ -132,7 +132,7 @@ class RoundTripCheck:
             return Outcome([row(case.labels, check="roundtrip", metric=CASE_UNSUPPORTED, value=1,
                                 status="unsupported", detail=case.skip)],
                            f"  UNSUP round-trip {case.impl_name:>10}: {case.skip}")
-        rt = ctx.cfg.roundtrip
+        rt = ctx.settings.roundtrip
         workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
         fell_back = ""
         if case.impl.is_candidate and (why := _rejected(case, ctx)):

@@ -62,7 +62,7 @@ class ScalingCheck:
     requires = ()
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
-        cfg = ctx.cfg.scaling
+        cfg = ctx.settings.scaling
         hset = suite.hparams[0]
         dtypes = [d for d in ctx.dtypes[suite.name] if cfg.dtypes is None or d in cfg.dtypes]
         skip = "" if suite.workload_of(hset) == "transformer" else \
@@ -88,7 +88,7 @@ class ScalingCheck:
             return Outcome([row(labels, check=self.name, metric=CASE_SKIP, value=0, status="skip", detail=case.skip)])
         workload = ctx.timing_workload(case.suite, case.hset, case.dtype, case.workload)
         need = needed_bytes(case.suite.optimizer or "", workload.numel, DTYPES[case.dtype])
-        budget = float(ctx.cfg.scaling.memory_fraction) * available_bytes(ctx.device)
+        budget = float(ctx.settings.scaling.memory_fraction) * available_bytes(ctx.device)
         size_rows = [row(labels, check=self.name, metric=SCALING_PARAMS, value=workload.numel),
                      row(labels, check=self.name, metric=SCALING_TENSORS, value=len(workload.specs))]
         if need > budget:

@@ -87,8 +87,8 @@ class SpeedCheck:
             cases += nearest_torch_cases(suite, ctx)
         if suite.workload_of(suite.hparams[0]) != "transformer":
             return by_dtype(cases)  # sparse gradients or a closure: no model-shaped edge cases
-        edges = [str(e) for e in ctx.cfg.speed.edge_cases or ()]
-        edge_dtypes = ctx.cfg.speed.edge_dtypes
+        edges = [str(e) for e in ctx.settings.speed.edge_cases or ()]
+        edge_dtypes = ctx.settings.speed.edge_dtypes
         # not compiled: each edge workload would compile anew (1000+ tensors: minutes of inductor)
         cases += [Case(c.suite, c.impl, c.dtype, c.hset, c.device, workload=edge) for edge in edges
                   for c in cases if (edge_dtypes is None or c.dtype in edge_dtypes) and not c.impl.compiled
@@ -100,7 +100,7 @@ class SpeedCheck:
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         try:
-            if ctx.cfg.speed.get("flush_l2") and ctx.device.type == "cuda":  # each step alone, with CUDA events
+            if ctx.settings.speed.get("flush_l2") and ctx.device.type == "cuda":  # each step alone, with CUDA events
                 rows, timing, pct, stepped = timing_rows(case, ctx, "speed")
                 timed = None
             else:

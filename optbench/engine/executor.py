@@ -85,9 +85,9 @@ class Executor:
         """Run one case here: its rows (an exception, ``SystemExit`` included, becomes an ``error`` row) and
         console line. The checks registered ``timed`` run with ``speed.threads`` torch threads, the rest with
         ``check_threads``."""
-        cfg, registered = self.ctx.cfg, REGISTRATIONS.get(check.name)
+        settings, registered = self.ctx.settings, REGISTRATIONS.get(check.name)
         timed = registered is not None and registered.timed
-        with_threads = cfg.speed.get("threads") if timed else cfg.get("check_threads")
+        with_threads = settings.speed.threads if timed else settings.check_threads
         started = time.perf_counter()
         try:
             with threads(with_threads):

@@ -2,7 +2,8 @@
 
 ``Planner`` reads the composed config once, through ``engine.selection``: suites (their hparam sets, options and
 device-scoped declarations), device, checks, implementations, dtypes, steps and seed, the candidate, jobs and
-timeouts; the checks read the ``RunContext`` it builds. ``plan()`` asks each selected check for its cases: per
+timeouts, and every block of settings (``optbench.settings``); the checks read the ``RunContext`` it builds, never
+the raw config. ``plan()`` asks each selected check for its cases: per
 suite, cases of one group together, checks in registry order. ``fingerprint`` digests a plan: a worker's and a
 resumed run's plan must equal the run's.
 """
@@ -16,6 +17,7 @@ from omegaconf import DictConfig, open_dict
 
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
+from optbench.checks.registry import check_blocks
 from optbench.engine.selection import (
     resolve_candidate,
     resolve_case_timeout,
@@ -34,6 +36,7 @@ from optbench.engine.selection import (
     resolve_steps,
     resolve_timing,
 )
+from optbench.settings import Settings
 from optbench.suite.catalog import is_meta, replaced, resolve
 from optbench.usage import UsageError
 
@@ -70,9 +73,12 @@ class Planner:
         if meta:
             resolve_hparams_somewhere(cfg, suites)
         self.checks = resolve_checks(cfg)
+        self.settings = Settings.of(cfg, check_blocks())
+        history = cfg.get("history_dir")
+        self.history_dir = str(history) if history else None
         candidate = resolve_candidate(cfg, self.suites[0]) if cfg.candidate else None
         self.ctx = RunContext(
-            cfg=cfg, device=self.device, steps=self.steps, seed=self.seed,
+            settings=self.settings, device=self.device, steps=self.steps, seed=self.seed,
             impls={s.name: resolve_implementations(cfg, s, candidate, lenient=meta) for s in self.suites},
             dtypes={s.name: resolve_dtypes(cfg, s) for s in self.suites},
             compile_dtypes=resolve_compile_dtypes(cfg), compile_hparams=resolve_compile_hparams(cfg),
@@ -88,7 +94,7 @@ class Planner:
         for suite in self.suites:
             order: dict[tuple, int] = {}
             items = []
-            compile_checks = self.cfg.get("compile_checks") or list(REGISTRY)
+            compile_checks = self.settings.compile_checks or list(REGISTRY)
             for rank, name in enumerate(n for n in REGISTRY if n in self.checks):
                 check = REGISTRY[name]
                 for case in check.cases(suite, self.ctx):

@@ -49,7 +49,7 @@ class SuiteRun:
     def __init__(self, cfg: DictConfig, out_dir: Path, echo=print, config_dirs=(), probe_machine: bool = True):
         self.planner = Planner(cfg, config_dirs)
         p = self.planner
-        self.cfg, self.echo, self.config_dirs = cfg, echo, p.config_dirs
+        self.echo, self.config_dirs = echo, p.config_dirs
         self.steps, self.seed, self.jobs, self.case_timeout_s = p.steps, p.seed, p.jobs, p.case_timeout_s
         self.device, self.suites, self.checks, self.ctx = p.device, p.suites, p.checks, p.ctx
         self.plan, self.plan_fingerprint, self.labels_of = p.plan, p.plan_fingerprint, p.labels_of
@@ -126,7 +126,7 @@ class SuiteRun:
                 "fingerprint": self.plan_fingerprint(), "meta": self.results.meta, "plan": plan}
 
     def _dispatch(self, parallel: list[Unit], timing: list[Unit]) -> None:
-        repeats = int(self.cfg.speed.get("repeats") or 1)
+        repeats = int(self.planner.settings.speed.repeats or 1)
         repeated = [u for u in timing if repeats > 1 and self.plan()[u.items[0]][0].name == "speed"]
         timing = [u for u in timing if u not in repeated]
         if self.jobs == 0:  # in this process, no isolation: a crash or exit in the code under test ends the run
@@ -194,4 +194,4 @@ class SuiteRun:
         self.results.meta["run"] = run | {"journal_writing_s": round(self.writer.writing_s, 3)}
         if not write:
             return self.results
-        return self.writer.finish(run, self.cfg.get("history_dir"))  # meta["run"] as set here
+        return self.writer.finish(run, self.planner.history_dir)  # meta["run"] as set here

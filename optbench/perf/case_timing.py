@@ -106,7 +106,7 @@ def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Ti
     """Time the case alone; rows for its statistics, samples, compile time and roofline (the probe timed after
     it); (rows, timing, roofline %, parameters stepped)."""
     prepared = prepare(case, ctx)
-    cfg = ctx.cfg.speed
+    cfg = ctx.settings.speed
     noise = Noise()
     noise.start()
     timing = measure(prepared.step, ctx.device, min_run_time=float(cfg.min_run_time),
@@ -140,7 +140,7 @@ def case_rows(case: Case, ctx: RunContext, check: str, prepared: Prepared, timin
         rows.append(row(labels, check=check, metric=TIME_COMPILE_S, value=prepared.first_s, unit="s",
                         detail="the first step: dynamo trace + inductor compile, apart from the step time"))
     rows.append(row(labels, check=check, metric=SPEED_PARAMS_PER_S, value=prepared.stepped / t, unit="params/s"))
-    cost, cfg, pct = prepared.cost, ctx.cfg.speed, float("nan")
+    cost, cfg, pct = prepared.cost, ctx.settings.speed, float("nan")
     if cost is None or not cost.params:
         return rows, pct
     if probe is None:

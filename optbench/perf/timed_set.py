@@ -50,7 +50,7 @@ class TimedSet:
 
     @classmethod
     def measure(cls, key: tuple, members: list[Case], ctx: RunContext) -> TimedSet:
-        cfg = ctx.cfg.speed
+        cfg = ctx.settings.speed
         prepared, failed = {}, {}
         for case in members:
             try:

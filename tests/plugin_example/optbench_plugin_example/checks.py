@@ -24,7 +24,7 @@ class StepSizeCheck:
         return (case.suite.name, self.name)
 
     def run(self, case, ctx):
-        lr = float(ctx.cfg.step_size.lr)
+        lr = float(ctx.settings.step_size.lr)
         gen = torch.Generator().manual_seed(ctx.seed)
         p = torch.nn.Parameter(torch.randn(64, generator=gen, dtype=getattr(torch, case.dtype)))
         p.grad = torch.randn(64, generator=gen, dtype=p.dtype)

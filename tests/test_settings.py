@@ -1,0 +1,89 @@
+"""The run config is resolved once into read-only, validated settings; nothing that runs a case reads the raw config."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from optbench import checks  # noqa: F401  (registers the built-in checks)
+from optbench.checks.registry import check_blocks
+from optbench.config import compose_config
+from optbench.engine.planner import Planner
+from optbench.settings import Block, Settings
+from optbench.usage import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def settings_of(*overrides: str) -> Settings:
+    return Settings.of(compose_config(["suite=sgd", *overrides]), check_blocks())
+
+
+def test_every_registered_block_and_the_run_blocks_are_settings():
+    s = settings_of()
+    assert set(check_blocks()) | {"workload", "report"} == set(s.blocks)
+    assert s.speed.params == check_blocks()["speed"]["params"]
+    assert s.workload.width == 32 and s.workload.grad_log10_range == (-8.0, 2.0)
+    assert s.workload.grad_log10_range_by_dtype.float16 == (-2.0, 0.0)
+    assert s.check_threads == 1 and s.compile_checks is None
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("speed.repeats=abc", "speed.repeats=abc: need a number"),
+    ("speed.flush_l2=3", "speed.flush_l2=3: need true or false"),
+    ("+speed.paramz=5", "speed.paramz: no such setting (known: params,"),
+    ("roundtrip.scenarios=1", "roundtrip.scenarios=1: need a name or a list"),
+    ("workload.width=wide", "workload.width=wide: need a number"),
+    ("check_threads=[1]", "check_threads=[1]: need a number"),
+])
+def test_a_mistyped_setting_is_one_line_naming_the_key(override, message):
+    with pytest.raises(UsageError) as info:
+        settings_of(override)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_settings_are_read_only_and_plain():
+    s = settings_of("roundtrip.scenarios=[same_order,reversed]", "reshard.to_ranks=2", "roundtrip.compiled=all")
+    assert s.roundtrip.scenarios == ("same_order", "reversed")
+    assert s.reshard.to_ranks == (2,)  # one number where the default is a list: a list of one
+    assert s.roundtrip.compiled == "all"  # "all" stays the word every block reads as "every one"
+    with pytest.raises(AttributeError, match="read-only"):
+        s.speed.params = 1
+    with pytest.raises(TypeError):
+        s.speed["params"] = 1
+    with pytest.raises(AttributeError, match="has no setting 'paramz'"):
+        _ = s.speed.paramz
+    with pytest.raises(AttributeError, match="no settings block 'sped'"):
+        _ = s.sped
+    assert isinstance(s.workload, Block) and s.workload.to_dict()["grad_log10_range"] == [-8.0, 2.0]
+
+
+def test_the_planner_hands_the_checks_settings_not_the_config():
+    planner = Planner(compose_config(["suite=sgd", "speed.params=1000"]))
+    assert not hasattr(planner.ctx, "cfg")
+    assert planner.ctx.settings.speed.params == 1000
+    assert OmegaConf.is_config(planner.cfg)  # the planner alone holds the composed config
+
+
+# the packages and modules that run cases: they read RunContext.settings, never Hydra's config
+CASE_RUNNERS = ["optbench/checks", "optbench/perf", "optbench/numerics", "optbench/state", "optbench/report",
+                "optbench/implementations", "optbench/workloads", "optbench/cases.py", "optbench/engine/executor.py"]
+COMPOSERS = {"optbench/checks/registry.py"}  # stores the checks' defaults for Hydra to compose (never reads)
+
+
+def test_nothing_that_runs_a_case_imports_omegaconf():
+    found = []
+    for place in CASE_RUNNERS:
+        path = ROOT / place
+        for file in ([path] if path.is_file() else sorted(path.rglob("*.py"))):
+            if str(file.relative_to(ROOT)) in COMPOSERS:
+                continue
+            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                found += [f"{file.relative_to(ROOT)}: {n}" for n in names
+                          if n.split(".")[0] in ("omegaconf", "hydra")]
+    assert not found, found
