@@ -124,14 +124,16 @@ def verdict(rows, checks=(), run: dict | None = None) -> Verdict:
     return Verdict(NOTHING_VERIFIED, f"every case was {what}{reasons}")
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """``text`` into ``path`` through a new temporary file renamed into place: never half-written, and a link at
+    ``path`` is replaced, not written through."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text if isinstance(text, bytes) else text.encode("utf-8"))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -164,6 +164,34 @@ def test_an_out_dir_in_use_is_refused_in_one_line(tmp_path, capsys):
     assert "holds a finished run (results.json)" in capsys.readouterr().err
 
 
+def test_an_out_dir_holding_the_users_files_or_none_is_refused_and_nothing_is_touched(tmp_path, capsys, monkeypatch):
+    mine = tmp_path / "mine"
+    (mine / "workers").mkdir(parents=True)
+    for name in ("report.md", "results.csv", "workers/worker-1.log"):
+        (mine / name).write_text("the user's own\n")
+    assert main(["run", *PLAIN_RUN, f"out_dir={mine}"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"optbench: error: out_dir {mine}: holds 3 file(s) of its own (report.md, results.csv, workers): "
+                   "a run writes only into a new or empty folder\n")
+    assert sorted(p.name for p in mine.rglob("*")) == ["report.md", "results.csv", "worker-1.log", "workers"]
+    assert all(p.read_text() == "the user's own\n" for p in mine.rglob("*") if p.is_file())
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", *PLAIN_RUN, "out_dir="]) == 2
+    assert capsys.readouterr().err == ("optbench: error: out_dir='': name a new folder (the default names a new one "
+                                       "per run)\n")
+
+
+def test_a_link_planted_where_a_report_file_goes_is_replaced_not_written_through(tmp_path):
+    from optbench.results import atomic_write
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "report.md").symlink_to(victim)
+    atomic_write(tmp_path / "report.md", "report\n")
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "report.md").is_symlink() and (tmp_path / "report.md").read_text() == "report\n"
+
+
 def test_default_out_dirs_of_two_runs_started_in_the_same_second_differ():
     names = {optbench("run", "suite=sgd", "--cfg", "job", "--resolve").stdout.split("out_dir: ")[1].split()[0]
              for _ in range(2)}

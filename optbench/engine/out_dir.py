@@ -1,5 +1,9 @@
 """A run's out_dir: held under a lock (the ``filelock`` library) for as long as the run writes there, and never
-silently reused: a second run into a busy folder, or a new run into one that holds a run, is a usage error."""
+silently reused: a second run into a busy folder, a new run into one that holds a run, or into a folder that
+holds anything else (the user's files: optbench would overwrite report.md, results.csv, .hydra/ and clear
+workers/), is a usage error. A new run's folder is new or empty, so it holds no link planted to redirect a write;
+the files a run writes are written to a temporary name and renamed into place (``results.atomic_write``), which
+replaces a link rather than writing through it."""
 
 from __future__ import annotations
 
@@ -14,14 +18,24 @@ from optbench.usage import UsageError
 LOCK = ".optbench.lock"
 
 
-def refuse_reuse(out_dir: Path) -> None:
-    """A new run's out_dir must not hold a run (finished or not): a usage error naming what to do instead."""
+HYDRA_OUTPUT = ".hydra"  # what Hydra writes into out_dir before the run claims it
+
+
+def refuse_reuse(out_dir: Path, written_by_hydra: bool = False) -> None:
+    """A new run's out_dir must be new or empty (but for Hydra's ``.hydra/`` where ``written_by_hydra``, as the run
+    claims it): a usage error naming what to do instead."""
+    if not str(out_dir) or str(out_dir) == ".":
+        raise UsageError("out_dir='': name a new folder (the default names a new one per run)")
     if (out_dir / JOURNAL).exists():
         raise UsageError(f"out_dir {out_dir}: holds an unfinished run; continue it with "
                          f"'optbench resume {out_dir}', or pick another out_dir")
     if (out_dir / "results.json").exists():
         raise UsageError(f"out_dir {out_dir}: holds a finished run (results.json); pick another out_dir "
                          "(the default names a new folder per run) or remove it")
+    if out_dir.is_dir() and (held := sorted(p.name for p in out_dir.iterdir() if p.name != LOCK
+                                                and not (written_by_hydra and p.name == HYDRA_OUTPUT))):
+        raise UsageError(f"out_dir {out_dir}: holds {len(held)} file(s) of its own ({', '.join(held[:3])}"
+                         f"{', ...' if len(held) > 3 else ''}): a run writes only into a new or empty folder")
 
 
 def make_writable(out_dir: Path) -> None:
@@ -49,7 +63,7 @@ def claim(out_dir: Path, resume: bool = False) -> FileLock:
                          "pick another out_dir") from None
     if not resume:
         try:
-            refuse_reuse(out_dir)
+            refuse_reuse(out_dir, written_by_hydra=True)
         except UsageError:
             lock.release()
             raise

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from optbench.report import matrix, performance, plots, tables
-from optbench.results import incomplete, load_results, normalize
+from optbench.results import atomic_write, incomplete, load_results, normalize
 
 
 def candidate_section(candidate: dict) -> list[str]:
@@ -76,7 +76,7 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path, sections=None, 
     if images:
         parts += ["## Plots", *images]
     report = out_dir / "report.md"
-    report.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
+    atomic_write(report, "\n\n".join(parts) + "\n")
     return report
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -14,14 +15,18 @@ import pandas as pd
 from optbench.metrics import PARITY_STEP_MAX_ERR_EPS, TIME_STEP_MS, TIME_STEP_MS_IQR
 from optbench.numerics.accuracy import tolerance_eps
 from optbench.report.tables import metric
+from optbench.results import atomic_write
 
 PNG_META = {"Software": None}  # no version stamp: identical inputs give identical bytes
 
 
 def save(fig, path: Path) -> bool:
+    """``fig`` as a PNG at ``path``, written atomically (``results.atomic_write``)."""
     fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata=PNG_META)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100, metadata=PNG_META)
     plt.close(fig)
+    atomic_write(path, png.getvalue())
     return True
 
 
