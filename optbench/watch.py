@@ -7,14 +7,19 @@ two are compared as the one-step gate compares them (``optbench.numerics.one_ste
 own magnitude, each state tensor in eps of the dtype, the reference's rounding envelope allowed).
 Restarting from the optimizer's state each step keeps the tolerance tight however long training runs.
 
-To bound the cost, ``max_tensors`` parameters of at most ``max_numel`` elements are watched (the same
-choice for the same seed), and only every ``every``-th step is checked. The first divergence is kept
-by FQN (``param_names`` from ``model.named_parameters()``, or a ``names`` mapping); ``strict=True``
-raises ``Divergence`` at it instead. Closure-driven optimizers (LBFGS) are not supported.
+Every parameter is watched by default. To bound the cost, every ``every``-th step is checked, and a tensor of more
+than ``max_numel`` elements in full on every ``large_every``-th checked step (the first step checks all of them);
+``max_tensors`` watches a seeded choice of that many parameters instead of all, and says at attach time (a
+warning on the ``optbench.watch`` logger) how many it leaves out. Steps are numbered by the optimizer's own step
+count where it keeps one (``state["step"]``: a watch attached after loading a checkpoint names the optimizer's
+step), else counted from attach. The first divergence is kept by FQN (``param_names`` from
+``model.named_parameters()``, or a ``names`` mapping) and logged as a warning when found; ``strict=True`` raises
+``Divergence`` at it instead. Closure-driven optimizers (LBFGS) are not supported.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import sys
 from collections.abc import Callable
@@ -33,6 +38,7 @@ from optbench.state.batched import per_parameter_state
 from optbench.workloads import reference_gradient
 
 SKIP_KEYS = ("params", "param_names")
+LOG = logging.getLogger("optbench.watch")  # what is left out at attach, a divergence when found
 
 
 class Divergence(AssertionError):
@@ -79,6 +85,8 @@ class Watch:
     every: int = 1
     strict: bool = False
     hparams: dict | Callable[[dict], dict] | None = None  # the reference's options per group (see ``watch``)
+    max_numel: int | None = None  # larger tensors are checked on every large_every-th checked step only
+    large_every: int = 1
     steps_checked: int = 0
     worst: dict[tuple[str, str], float] = field(default_factory=dict)
     first_divergence: Finding | None = None
@@ -97,7 +105,9 @@ class Watch:
         if (self._step - 1) % self.every:
             self._before = None
             return
-        live = {n: p for n, p in self.watched.items() if p.grad is not None}
+        with_large = self.max_numel is None or (self._step - 1) % (self.every * self.large_every) == 0
+        live = {n: p for n, p in self.watched.items()
+                if p.grad is not None and (with_large or p.numel() <= self.max_numel)}
         before = {(n, "param"): as_array(p) for n, p in live.items()}
         states = per_parameter_state(optimizer)  # once: a batched optimizer builds its views per call
         before |= {(n, k): a for n, p in live.items() for k, v in states.get(p, {}).items()
@@ -113,15 +123,18 @@ class Watch:
         after |= {(n, k): a for n in grads for k, v in states.get(self.watched[n], {}).items()
                   if (a := as_array(v)) is not None}
         groups = self._groups()
+        number = _own_step(states, [self.watched[n] for n in grads]) or self._step
         for dtype in {self.watched[n].dtype for n in grads}:
             names = [n for n in grads if self.watched[n].dtype == dtype]
             hp = {n: _hyperparameters(groups[n], self.hparams, dtype) for n in names}
             gate = OneStep(self.reference, hp, dtype)
-            gate.record(self._step, before, after, {n: grads[n] for n in names}, {})
+            gate.record(number, before, after, {n: grads[n] for n in names}, {})
             for step, fqn, tensor, err, tol in gate.rows:
                 self.worst[(fqn, tensor)] = max(self.worst.get((fqn, tensor), 0.0), err)
                 if not err <= tol and self.first_divergence is None:  # NaN diverges too
                     self.first_divergence = Finding(step, fqn, tensor, err, tol)
+                    if not self.strict:
+                        LOG.warning("optbench.watch: %s", self.first_divergence)
         self.steps_checked += 1
         if self.strict and self.first_divergence is not None:
             raise Divergence(str(self.first_divergence))
@@ -132,9 +145,25 @@ class Watch:
         self._handles.clear()
 
     def summary(self) -> str:
+        names = list(self.watched)
+        shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
+        if not self.steps_checked or not names:
+            return (f"optbench.watch: nothing checked ({self.steps_checked} steps over {len(names)} tensors): "
+                    "no verdict")
         verdict = f"first divergence at {self.first_divergence}" if self.first_divergence else "no divergence"
-        return (f"optbench.watch: {self.steps_checked} steps checked over {len(self.watched)} tensors "
-                f"({', '.join(self.watched)}): {verdict}")
+        return f"optbench.watch: {self.steps_checked} steps checked over {len(names)} tensors ({shown}): {verdict}"
+
+
+def _own_step(states: dict, params: list) -> int | None:
+    """The optimizer's own step count after this step (``state["step"]`` of the first parameter that keeps one)."""
+    for p in params:
+        step = states.get(p, {}).get("step")
+        if step is not None:
+            try:
+                return int(float(step))
+            except (TypeError, ValueError, RuntimeError):
+                return None
+    return None
 
 
 def _names(optimizer: torch.optim.Optimizer, names) -> dict[str, torch.Tensor]:
@@ -202,8 +231,8 @@ def _preflight(module: ModuleType, optimizer: torch.optim.Optimizer, hparams) ->
 
 
 def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None = None, *, names=None,
-          max_tensors: int = 16, max_numel: int = 1 << 18, every: int = 1, strict: bool = False,
-          seed: int = 0, hparams: dict | Callable[[dict], dict] | None = None) -> Watch:
+          max_tensors: int | None = None, max_numel: int | None = 1 << 18, large_every: int = 10, every: int = 1,
+          strict: bool = False, seed: int = 0, hparams: dict | Callable[[dict], dict] | None = None) -> Watch:
     """Check every ``every``-th real step of ``optimizer`` against its float64 reference; see the module
     docstring. ``reference`` defaults, for torch.optim's classes and their subclasses only, to the built-in
     reference of the torch class (``adamw`` for AdamW, ``sparse_adam`` for SparseAdam); any other class must
@@ -213,11 +242,19 @@ def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None =
     if kind_of(module) != "gradient":
         raise ValueError("optbench.watch checks one tensor's step at a time: a closure-driven optimizer (LBFGS) or "
                          "one whose step couples a group's tensors (ScaledAdam's clipping) is not supported")
-    if every < 1 or max_tensors < 1:
-        raise ValueError("every and max_tensors must be at least 1")
+    if every < 1 or large_every < 1 or (max_tensors is not None and max_tensors < 1):
+        raise ValueError("every, large_every and max_tensors must be at least 1")
     _preflight(module, optimizer, hparams)
-    candidates = [(n, p) for n, p in _names(optimizer, names).items() if p.numel() <= max_numel]
-    chosen = sorted(random.Random(seed).sample(range(len(candidates)), min(max_tensors, len(candidates))))
-    w = Watch(optimizer, module, {candidates[i][0]: candidates[i][1] for i in chosen}, every, strict, hparams)
+    candidates = list(_names(optimizer, names).items())
+    if not candidates:
+        LOG.warning("optbench.watch: the optimizer holds no parameters: nothing will be checked")
+    count = len(candidates) if max_tensors is None else min(max_tensors, len(candidates))
+    chosen = sorted(random.Random(seed).sample(range(len(candidates)), count))
+    if count < len(candidates):
+        left = [candidates[i][0] for i in range(len(candidates)) if i not in set(chosen)]
+        LOG.warning("optbench.watch: max_tensors=%d leaves %d of %d parameters unwatched (%s%s)", max_tensors,
+                    len(left), len(candidates), ", ".join(left[:4]), ", ..." if len(left) > 4 else "")
+    w = Watch(optimizer, module, {candidates[i][0]: candidates[i][1] for i in chosen}, every, strict, hparams,
+              max_numel, large_every)
     w._handles = [optimizer.register_step_pre_hook(w._pre), optimizer.register_step_post_hook(w._post)]
     return w

@@ -33,6 +33,33 @@ def test_a_correct_optimizer_trains_without_divergence(cls, dtype):
     assert watch.steps_checked == 25 and set(watch.watched) == {"0.weight", "0.bias", "2.weight", "2.bias"}
 
 
+def test_every_parameter_is_watched_by_default_large_ones_in_full_every_large_every_steps(caplog):
+    big = train(CoupledWeightDecayAdamW, max_numel=64).first_divergence  # 0.weight: 512 elements
+    assert (big.step, big.fqn, big.tensor) == (1, "0.weight", "param")
+    assert train(LateBugAdamW, max_numel=1, large_every=10).first_divergence.step == 21  # steps 1, 11, 21
+    assert train(LateBugAdamW, max_numel=1, large_every=7).first_divergence.step == 22  # steps 1, 8, 15, 22
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="optbench.watch"):
+        found = train(LateBugAdamW).first_divergence
+    assert caplog.messages == [f"optbench.watch: {found}"]  # logged when found, not only in summary()
+    nothing = optbench.watch(torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1))
+    assert nothing.summary() == "optbench.watch: nothing checked (0 steps over 1 tensors): no verdict"
+
+
+def test_steps_are_the_optimizers_own_after_a_checkpoint():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 2)
+    opt = CoupledWeightDecayAdamW(model.named_parameters(), lr=1e-2, weight_decay=0.1)
+    x = torch.randn(32, 8)
+    for attached in (False, True):
+        watch = optbench.watch(opt) if attached else None
+        for _ in range(5):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+    assert watch.first_divergence.step == 6 and watch.steps_checked == 5
+
+
 def test_a_wrong_optimizer_is_caught_at_its_first_wrong_step_by_name():
     found = train(CoupledWeightDecayAdamW).first_divergence
     assert (found.step, found.fqn, found.tensor) == (1, "0.weight", "param") and found.err_eps > found.tol_eps
@@ -42,10 +69,12 @@ def test_a_wrong_optimizer_is_caught_at_its_first_wrong_step_by_name():
         train(CoupledWeightDecayAdamW, strict=True)
 
 
-def test_sampling_every_and_remove_bound_the_cost():
-    watch = train(torch.optim.AdamW, steps=10, every=3, max_tensors=2, max_numel=64)
-    assert watch.steps_checked == 4 and len(watch.watched) == 2  # steps 1, 4, 7, 10; tensors of <= 64 elements
-    assert all(p.numel() <= 64 for p in watch.watched.values())
+def test_sampling_every_and_remove_bound_the_cost(caplog):
+    with caplog.at_level("WARNING", logger="optbench.watch"):
+        watch = train(torch.optim.AdamW, steps=10, every=3, max_tensors=2)
+    assert watch.steps_checked == 4 and len(watch.watched) == 2  # steps 1, 4, 7, 10
+    left = [n for n in ("0.weight", "0.bias", "2.weight", "2.bias") if n not in watch.watched]
+    assert caplog.messages == [f"optbench.watch: max_tensors=2 leaves 2 of 4 parameters unwatched ({', '.join(left)})"]
     watch.remove()
     assert not watch.optimizer._optimizer_step_pre_hooks and not watch.optimizer._optimizer_step_post_hooks
     with pytest.raises(ValueError, match="closure-driven"):

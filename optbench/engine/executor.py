@@ -61,7 +61,8 @@ class Executor:
         torch.set_default_device(None)
         torch.set_grad_enabled(True)
         torch.autograd.set_detect_anomaly(False)
-        torch.use_deterministic_algorithms(False)
+        if torch.are_deterministic_algorithms_enabled() or torch.is_deterministic_algorithms_warn_only_enabled():
+            torch.use_deterministic_algorithms(False)  # only then: its first call imports inductor (2 s)
         torch.set_num_threads(self.threads)
         torch.manual_seed(self.seed)
         np.random.seed(self.seed % 2**32)
