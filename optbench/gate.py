@@ -88,7 +88,7 @@ class GateRun:
             if int(self.run.planner.settings.speed.repeats or 1) > 1:
                 raise UsageError("speed.repeats: the gate times each case once, as an item; repeat with "
                                  "'optbench run' (or pytest-benchmark's own rounds)")
-            self.plan = self.run.plan()
+            self.plan = self.run.blueprint().entries
         except UsageError as exc:
             self.close()
             raise pytest.UsageError(f"--optbench {spec!r}: {exc}") from None
@@ -107,12 +107,11 @@ class GateRun:
         if not self.started:
             self.run.start()
             self.started = True
-        check, case = self.plan[index]
         if self.run.jobs == 0:
-            return self.run.run_case(check, case), self.lines
-        return self._in_worker(index, (case.suite.name, check.group(case))), self.lines
+            return self.run.run_case(*self.run.plan()[index]), self.lines
+        return self._in_worker(index, self.plan[index].group), self.lines
 
-    def _in_worker(self, index: int, group: tuple) -> list[dict]:
+    def _in_worker(self, index: int, group: str) -> list[dict]:
         from optbench.engine.units import Unit
 
         if self.pool is None:
@@ -190,17 +189,17 @@ class RunCollector(pytest.Collector):
 
     def collect(self):
         seen: dict[str, int] = {}
-        for index, (check, case) in enumerate(self.run.plan):
-            name = item_name(check, case, self.run.suite)
+        for index, entry in enumerate(self.run.plan):
+            name = item_name(entry, self.run.suite)
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:  # cases alike in every label: numbered
                 name = f"{name}::{seen[name]}"
-            yield CaseItem.from_parent(self, name=name, check=check, case=case, index=index)
+            yield CaseItem.from_parent(self, name=name, check=entry.check, index=index)
         if not self.run.plan:  # a gate that collects nothing would pass, or exit 5 with no reason
             yield NothingItem.from_parent(self, name="nothing-to-verify")
-        candidate = self.run.run.ctx.candidate
+        candidate = self.run.run.candidate_name()
         if candidate is not None and "parity" in self.run.run.checks:
-            yield CandidateItem.from_parent(self, name=f"parity::{_part(candidate.name)}::checked")
+            yield CandidateItem.from_parent(self, name=f"parity::{_part(candidate)}::checked")
 
 
 def _part(text: str) -> str:
@@ -208,26 +207,27 @@ def _part(text: str) -> str:
     return str(text).replace("::", ":").replace("[", "(").replace("]", ")")
 
 
-def item_name(check, case, suite: str) -> str:
+def item_name(entry, suite: str) -> str:
     """``check::impl::dtype::hparams[::workload]``, empty parts left out; led by the case's suite in a
     meta-suite."""
-    parts = [case.suite.name if case.suite.name != suite else "", check.name, case.impl_name, case.dtype,
-             case.labels["hparams"], case.labels.get("workload", "")]
+    labels = entry.labels
+    parts = [labels["suite"] if labels["suite"] != suite else "", entry.check, labels["impl"], labels["dtype"],
+             labels["hparams"], labels.get("workload", "")]
     return "::".join(_part(p) for p in parts if p)
 
 
 class CaseItem(pytest.Item):
-    """One (check, case) of a run."""
+    """One planned case of a run (``check``: its check's name)."""
 
-    def __init__(self, *, check, case, index=None, **kwargs):
+    def __init__(self, *, check: str | None, index=None, **kwargs):
         super().__init__(**kwargs)
-        self.check, self.case, self.index = check, case, index
+        self.check, self.index = check, index
 
     def runtest(self) -> None:
         rows, lines = self.parent.run.run_case(self.index)
         if lines:
             self.add_report_section("call", "optbench", "\n".join(lines))
-        if self.check.name in pytest_benchmark_bridge.TIMING_CHECKS:  # its rounds, as pytest-benchmark's too
+        if self.check in pytest_benchmark_bridge.TIMING_CHECKS:  # its rounds, as pytest-benchmark's too
             pytest_benchmark_bridge.record(self, rows)
         judge(self, rows)
 
@@ -244,7 +244,7 @@ class CandidateItem(CaseItem):
     """The candidate was checked by at least one parity case (``optbench run`` says so at its end)."""
 
     def __init__(self, **kwargs):
-        super().__init__(check=None, case=None, **kwargs)
+        super().__init__(check=None, **kwargs)
 
     def runtest(self) -> None:
         gate = self.config.pluginmanager.get_plugin("optbench-gate")
@@ -257,7 +257,7 @@ class NothingItem(CaseItem):
     """A run whose plan has no case (no check has one for this suite, implementation and dtype): it fails."""
 
     def __init__(self, **kwargs):
-        super().__init__(check=None, case=None, **kwargs)
+        super().__init__(check=None, **kwargs)
 
     def runtest(self) -> None:
         checks = ", ".join(self.parent.run.run.checks)

@@ -32,6 +32,47 @@ def optbench(*args, timeout=600) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
+AT_IMPORT = {  # a candidate module that does this when imported, and the one line the run answers with
+    "exits": ("import os\nos._exit(0)\n", "the worker process planning the run exited with code 0 while importing "
+                                          "and building it (case_timeout_s)"),
+    "segfaults": ("import ctypes, sys\nprint('about to crash', file=sys.stderr, flush=True)\nctypes.string_at(0)\n",
+                  "the worker process planning the run was killed by SIGSEGV while importing and building it "
+                  "(case_timeout_s); stderr: about to crash"),
+    "hangs": ("import time\ntime.sleep(3600)\n", "the worker process planning the run ran past 5 s importing and "
+                                                 "building it (case_timeout_s) and was stopped"),
+}
+SGD_AT_THE_END = "import torch\n\nclass SGD(torch.optim.SGD):\n    pass\n"
+
+
+@pytest.mark.parametrize("what", sorted(AT_IMPORT))
+def test_a_candidate_that_exits_crashes_or_hangs_at_import_is_one_line_and_the_run_writes_nothing(tmp_path, what):
+    code, message = AT_IMPORT[what]
+    (tmp_path / f"{what}_at_import.py").write_text(code + SGD_AT_THE_END)
+    done = subprocess.run([sys.executable, "-m", "optbench", "run", *CANDIDATE_RUN, "case_timeout_s=5",
+                           f"candidate={what}_at_import.SGD", "out_dir=run"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == f"optbench: error: candidate {what}_at_import.SGD: {message}\n"
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_parent_never_imports_the_candidate_and_its_threads_never_hold_the_run(tmp_path, monkeypatch, capsys):
+    """A candidate that starts a non-daemon thread at import (as loggers and telemetry do) and records that it was
+    imported: the run ends with its verdict, and the process that judges it never imported it."""
+    (tmp_path / "threads_at_import.py").write_text(
+        "import os, threading, time\n"
+        "open(f'imported-by-{os.getpid()}', 'w').close()\n"
+        "threading.Thread(target=time.sleep, args=(3600,)).start()\n" + SGD_AT_THE_END)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", *CANDIDATE_RUN, "candidate=threads_at_import.SGD", "out_dir=run"]) == 0
+    assert "verdict: PASS" in capsys.readouterr().out
+    assert "threads_at_import" not in sys.modules and not (tmp_path / f"imported-by-{os.getpid()}").exists()
+    assert len(list(tmp_path.glob("imported-by-*"))) >= 2  # the planning worker and the case workers
+    meta = json.loads((tmp_path / "run" / "results.json").read_text())["candidate"]
+    assert meta["class"].endswith("threads_at_import.SGD"), meta  # described by the worker that planned it
+
+
 def verdict_rows(out: Path) -> list[dict]:
     """Every row but the timing ones (a case's wall time differs from run to run)."""
     rows = json.loads((out / "results.json").read_text())["rows"]

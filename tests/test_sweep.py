@@ -83,7 +83,7 @@ def test_a_job_that_crashes_loses_nothing_of_the_others(tmp_path, monkeypatch, c
     original = runner.SuiteRun.run
 
     def crash_at_float64(self):
-        if self.cfg.dtype == "float64":
+        if self.planner.cfg.dtype == "float64":
             raise RuntimeError("boom")
         return original(self)
 

@@ -85,7 +85,9 @@ def run_command(args: list[str]) -> int:
 
         # validates suite, device, dtypes, impls, candidate, options, jobs; writes nothing
         cfg = compose_config(flags.overrides, config_dirs)
-        SuiteRun(cfg, Path("."), config_dirs=config_dirs)
+        run = SuiteRun(cfg, Path("."), config_dirs=config_dirs)
+        if run.candidate_in_workers:  # its import, inspection and build checked in a worker, never here
+            run.blueprint()
         refuse_reuse(Path(str(cfg.out_dir)))  # before Hydra writes its .hydra/ there
         make_writable(Path(str(cfg.out_dir)))
     _exit_codes.clear()

@@ -18,12 +18,13 @@ from optbench.usage import UsageError
 LOCK = ".optbench.lock"
 
 
-HYDRA_OUTPUT = ".hydra"  # what Hydra writes into out_dir before the run claims it
+JOB_FILE = "job.json"  # a sweep job's number and overrides (engine.sweep), written before the run claims out_dir
+WRITTEN_BEFORE_THE_RUN = (".hydra", JOB_FILE)  # what Hydra (and a sweep's callback) write into out_dir first
 
 
 def refuse_reuse(out_dir: Path, written_by_hydra: bool = False) -> None:
-    """A new run's out_dir must be new or empty (but for Hydra's ``.hydra/`` where ``written_by_hydra``, as the run
-    claims it): a usage error naming what to do instead."""
+    """A new run's out_dir must be new or empty (but for what Hydra writes first, where ``written_by_hydra``, as the
+    run claims it): a usage error naming what to do instead."""
     if not str(out_dir) or str(out_dir) == ".":
         raise UsageError("out_dir='': name a new folder (the default names a new one per run)")
     if (out_dir / JOURNAL).exists():
@@ -33,7 +34,7 @@ def refuse_reuse(out_dir: Path, written_by_hydra: bool = False) -> None:
         raise UsageError(f"out_dir {out_dir}: holds a finished run (results.json); pick another out_dir "
                          "(the default names a new folder per run) or remove it")
     if out_dir.is_dir() and (held := sorted(p.name for p in out_dir.iterdir() if p.name != LOCK
-                                                and not (written_by_hydra and p.name == HYDRA_OUTPUT))):
+                                                and not (written_by_hydra and p.name in WRITTEN_BEFORE_THE_RUN))):
         raise UsageError(f"out_dir {out_dir}: holds {len(held)} file(s) of its own ({', '.join(held[:3])}"
                          f"{', ...' if len(held) > 3 else ''}): a run writes only into a new or empty folder")
 

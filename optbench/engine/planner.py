@@ -1,23 +1,23 @@
 """A run's plan: the run config resolved once (or a one-line UsageError), and every (check, case) pair in order.
 
 ``Planner`` reads the composed config once, through ``engine.selection``: suites (their hparam sets, options and
-device-scoped declarations), device, checks, implementations, dtypes, steps and seed, the candidate, jobs and
-timeouts, and every block of settings (``optbench.settings``); the checks read the ``RunContext`` it builds, never
-the raw config. ``plan()`` asks each selected check for its cases: per
-suite, cases of one group together, checks in registry order. ``fingerprint`` digests a plan: a worker's and a
-resumed run's plan must equal the run's.
+device-scoped declarations), device, checks, steps and seed, jobs and timeouts, and every block of settings
+(``optbench.settings``); then, unless ``with_candidate`` is false, the candidate, implementations and dtypes, into
+the ``RunContext`` the checks read (never the raw config). ``plan()`` asks each selected check for its cases: per
+suite, cases of one group together, checks in registry order; ``blueprint()`` is the plan as data
+(``engine.blueprint``), whose fingerprint a worker's and a resumed run's plan must match. A parent process that
+checks a candidate in workers builds its Planner ``with_candidate=False``: it never imports the code under test,
+and takes the blueprint from a worker (``engine.remote_plan``).
 """
 
 from __future__ import annotations
-
-import hashlib
-import json
 
 from omegaconf import DictConfig, open_dict
 
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
 from optbench.checks.registry import check_blocks
+from optbench.engine.blueprint import Blueprint, Entry, fingerprint, group_key
 from optbench.engine.selection import (
     resolve_candidate,
     resolve_case_timeout,
@@ -41,16 +41,10 @@ from optbench.suite.catalog import is_meta, replaced, resolve
 from optbench.usage import UsageError
 
 
-def fingerprint(plan) -> str:
-    """A digest of the plan's cases in order: a worker's plan and a resumed run's must equal the run's."""
-    text = json.dumps([[check.name, case.labels] for check, case in plan], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 class Planner:
     """The run config, resolved once into what the run needs, and the plan of (check, case) pairs."""
 
-    def __init__(self, cfg: DictConfig, config_dirs=()):
+    def __init__(self, cfg: DictConfig, config_dirs=(), with_candidate: bool = True):
         if cfg.suite is None or ("reference" not in cfg.suite and not is_meta(cfg.suite)):
             raise UsageError("no suite selected: pass suite=<name> (see 'optbench list')")
         self.cfg, self.config_dirs = cfg, [str(d) for d in config_dirs]
@@ -73,23 +67,32 @@ class Planner:
         if meta:
             resolve_hparams_somewhere(cfg, suites)
         self.checks = resolve_checks(cfg)
+        self.dtypes = {s.name: resolve_dtypes(cfg, s) for s in self.suites}
         self.settings = Settings.of(cfg, check_blocks())
         history = cfg.get("history_dir")
         self.history_dir = str(history) if history else None
+        self._plan: list | None = None
+        self._blueprint: Blueprint | None = None
+        self.ctx: RunContext | None = None
+        if with_candidate or not cfg.candidate or self.jobs == 0:  # jobs=0: the cases run here
+            self._context(cfg, meta)
+
+    def _context(self, cfg: DictConfig, meta: bool) -> None:
+        """The candidate (imported and built here), the implementations and dtypes: the checks' RunContext."""
         candidate = resolve_candidate(cfg, self.suites[0]) if cfg.candidate else None
         self.ctx = RunContext(
             settings=self.settings, device=self.device, steps=self.steps, seed=self.seed,
             impls={s.name: resolve_implementations(cfg, s, candidate, lenient=meta) for s in self.suites},
-            dtypes={s.name: resolve_dtypes(cfg, s) for s in self.suites},
+            dtypes=self.dtypes,
             compile_dtypes=resolve_compile_dtypes(cfg), compile_hparams=resolve_compile_hparams(cfg),
             candidate=candidate)
-        self._plan: list | None = None
-        self._fingerprint: str | None = None
 
     def plan(self) -> list[tuple[object, Case]]:
         """Every (check, case) pair; per suite, cases of one group together, checks in registry order."""
         if self._plan is not None:
             return self._plan
+        if self.ctx is None:
+            raise RuntimeError("this Planner was built without the candidate: its plan is made in a worker")
         out = []
         for suite in self.suites:
             order: dict[tuple, int] = {}
@@ -107,14 +110,19 @@ class Planner:
         self._plan = out
         return out
 
-    def plan_fingerprint(self) -> str:
-        if self._fingerprint is None:
-            self._fingerprint = fingerprint(self.plan())
-        return self._fingerprint
+    def blueprint(self) -> Blueprint:
+        """The plan as data, with the candidate's description (``implementations.candidate.candidate_meta``)."""
+        if self._blueprint is None:
+            from optbench.implementations.candidate import candidate_meta
 
-    def labels_of(self, index: int) -> dict:
-        check, case = self.plan()[index]
-        return {"check": check.name, **case.labels}
+            entries = tuple(Entry(check.name, case.labels, group_key(case.suite.name, check.group(case)),
+                                  bool(getattr(case.impl, "compiled", False))) for check, case in self.plan())
+            candidate, meta = self.ctx.candidate, None
+            if candidate is not None:
+                meta = candidate_meta(candidate, self.suites[0].defaults(candidate.optimizer_class, candidate.spec))
+            name = candidate.name if candidate is not None else None
+            self._blueprint = Blueprint(entries, fingerprint(entries), name, meta)
+        return self._blueprint
 
     def selected_checks(self) -> list[str]:
         """The run's checks, in registry order."""

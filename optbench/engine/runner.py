@@ -1,9 +1,11 @@
 """Run suites: suite -> cases -> (reference | implementation) -> checks -> results -> report.
 
 ``SuiteRun`` only orchestrates what three parts do: the ``Planner`` resolves the configuration once (or raises a
-one-line UsageError) and plans the (check, case) pairs, cut into units (a group of cases sharing scratch, else
-one case) that run in worker processes (``engine.pool``), ``jobs`` at a time, the measuring checks (speed, memory,
-scaling) after the rest, one at a time, with nothing else running; the ``Executor`` runs a unit's cases (in a
+one-line UsageError) and plans the (check, case) pairs; the plan's ``Blueprint`` (the plan as data) is cut into
+units (a group of cases sharing scratch, else one case) that run in worker processes (``engine.pool``), ``jobs`` at
+a time, the measuring checks (speed, memory, scaling) after the rest, one at a time, with nothing else running. A
+run that checks a candidate in workers makes its plan in a worker too (``engine.remote_plan``): this process never
+imports, inspects or builds the code under test; the ``Executor`` runs a unit's cases (in a
 worker, or here with ``jobs=0``); the ``RunWriter`` is the parent's one writer: each finished case to the journal
 (``optbench.journal``) at once, results.json/csv and the report once at the end, interrupted or not.
 ``Results.verdict`` (``optbench.results.verdict``) decides the exit code.
@@ -20,12 +22,14 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from optbench.cases import Case
+from optbench.engine.blueprint import Blueprint
 from optbench.engine.executor import Executor, quiet_torch
 from optbench.engine.interrupts import Interrupted, MaxFailuresReached, sigterm_interrupts
 from optbench.engine.machine import machine_info
 from optbench.engine.out_dir import claim
 from optbench.engine.planner import Planner
 from optbench.engine.pool import Pool
+from optbench.engine.remote_plan import plan_in_worker
 from optbench.engine.units import Unit, cut_into_units, longest_first, unfinished
 from optbench.engine.writer import RunWriter
 from optbench.implementations.candidate import candidate_meta, defaults_warning, unchecked
@@ -47,22 +51,51 @@ class SuiteRun:
     """One run of one suite (or meta-suite) on one device, writing into ``out_dir``."""
 
     def __init__(self, cfg: DictConfig, out_dir: Path, echo=print, config_dirs=(), probe_machine: bool = True):
-        self.planner = Planner(cfg, config_dirs)
+        self.planner = Planner(cfg, config_dirs, with_candidate=False)
         p = self.planner
         self.echo, self.config_dirs = echo, p.config_dirs
         self.steps, self.seed, self.jobs, self.case_timeout_s = p.steps, p.seed, p.jobs, p.case_timeout_s
         self.device, self.suites, self.checks, self.ctx = p.device, p.suites, p.checks, p.ctx
-        self.plan, self.plan_fingerprint, self.labels_of = p.plan, p.plan_fingerprint, p.labels_of
-        self.executor = Executor(self.ctx, self.seed)
-        self.execute, self.reset_for_unit = self.executor.execute, self.executor.reset_for_unit
+        self.plan = p.plan  # the (check, case) pairs: only where the candidate is built here (jobs=0, or none)
+        self.executor = Executor(self.ctx, self.seed) if self.ctx is not None else None
         meta_info = {"machine": machine_info(self.device) if probe_machine else {},
                      "config": OmegaConf.to_container(cfg, resolve=True), "suites": [s.name for s in self.suites]}
-        if (candidate := self.ctx.candidate) is not None:
+        if self.ctx is not None and (candidate := self.ctx.candidate) is not None:
             meta_info["candidate"] = candidate_meta(candidate, self.suites[0].defaults(candidate.optimizer_class,
                                                                                        candidate.spec))
         self.results = Results(Path(out_dir), meta_info)
+        self._blueprint: Blueprint | None = None
         self.writer = RunWriter(self.results, echo, p.max_failures)
         self._group = None
+
+    @property
+    def candidate_in_workers(self) -> bool:
+        """Whether the code under test is imported in worker processes only (its plan made in one)."""
+        return self.ctx is None
+
+    def blueprint(self) -> Blueprint:
+        """The plan as data: made here, or, where the candidate is imported in workers only, in a worker (under
+        ``case_timeout_s``; a candidate that exits, crashes or hangs there is a one-line UsageError)."""
+        if self._blueprint is None:
+            if self.candidate_in_workers:
+                self._blueprint = plan_in_worker(self.results.meta["config"], self.config_dirs, self.case_timeout_s)
+                if self._blueprint.candidate_meta is not None:
+                    self.results.meta["candidate"] = self._blueprint.candidate_meta
+            else:
+                self._blueprint = self.planner.blueprint()
+        return self._blueprint
+
+    def plan_fingerprint(self) -> str:
+        return self.blueprint().fingerprint
+
+    def labels_of(self, index: int) -> dict:
+        return self.blueprint().labels_of(index)
+
+    def execute(self, check, case: Case):
+        return self.executor.execute(check, case)
+
+    def reset_for_unit(self) -> None:
+        self.executor.reset_for_unit()
 
     def run_unit(self, requests: list, fresh: bool = True, started=None):
         """One unit's requests run here (``Executor.run_unit`` over this run's plan)."""
@@ -75,7 +108,7 @@ class SuiteRun:
             self.start()
             try:
                 with sigterm_interrupts():  # planning probes the implementations (a kernel may build): minutes
-                    plan = self.plan()
+                    plan = self.blueprint().entries
             except Interrupted as exc:  # before any case: said in one line, never a silent death
                 return self.finish(run={"status": "interrupted", "how": f"interrupted by {exc} while planning",
                                         "signal": exc.signum, "planned_cases": 0, "finished_cases": 0,
@@ -83,6 +116,8 @@ class SuiteRun:
             if resume is not None and resume.header.get("fingerprint") != self.plan_fingerprint():
                 raise UsageError(f"{resume.path}: this optbench plans other cases for the run's config than the run "
                                  "did (optbench, torch or a suite file changed?): it cannot be resumed")
+            if warning := defaults_warning(self.results.meta.get("candidate") or {"defaults": []}):
+                self.echo(warning)
             how = self._run_plan(resume)
             recorded = self.writer.by_case
             if how["status"] == FINISHED and len(recorded) < len(plan):  # never "finished" with a case unrecorded
@@ -96,7 +131,7 @@ class SuiteRun:
 
     def _run_plan(self, resume: Record | None) -> dict:
         """Run what is left of the plan, recording each case as it finishes; how the run ended."""
-        plan = self.plan()
+        plan = self.blueprint().entries
         try:
             self.writer.open(len(plan), self._journal_header() if resume is None else {}, resume)
             parallel, timing = (unfinished(units, self.writer.by_case) for units in cut_into_units(plan))
@@ -121,13 +156,13 @@ class SuiteRun:
         return {"status": FINISHED, "how": "finished"}
 
     def _journal_header(self) -> dict:
-        plan = [{"check": check.name, **{k: case.labels[k] for k in CASE_KEY}} for check, case in self.plan()]
+        plan = [{"check": e.check, **{k: e.labels[k] for k in CASE_KEY}} for e in self.blueprint().entries]
         return {"config": self.results.meta["config"], "config_dirs": self.config_dirs,
                 "fingerprint": self.plan_fingerprint(), "meta": self.results.meta, "plan": plan}
 
     def _dispatch(self, parallel: list[Unit], timing: list[Unit]) -> None:
         repeats = int(self.planner.settings.speed.repeats or 1)
-        repeated = [u for u in timing if repeats > 1 and self.plan()[u.items[0]][0].name == "speed"]
+        repeated = [u for u in timing if repeats > 1 and self.blueprint().entries[u.items[0]].check == "speed"]
         timing = [u for u in timing if u not in repeated]
         if self.jobs == 0:  # in this process, no isolation: a crash or exit in the code under test ends the run
             for unit in parallel + timing:
@@ -140,7 +175,7 @@ class SuiteRun:
                 "sys_path": list(sys.path)}
         pool = self.pool(init, self.writer.record)
         try:
-            pool.run(longest_first(parallel, self.plan()))
+            pool.run(longest_first(parallel, self.blueprint().entries))
             pool.run(timing, jobs=1)  # timing alone: no other worker runs a case meanwhile
         finally:
             pool.close()
@@ -158,17 +193,21 @@ class SuiteRun:
 
             run_repeated(self, units, repeats, init)
 
+    def candidate_name(self) -> str | None:
+        """The candidate's implementation name (None without one)."""
+        if self.ctx is not None:
+            return self.ctx.candidate.name if self.ctx.candidate is not None else None
+        return self._blueprint.candidate if self._blueprint is not None else None
+
     def start(self) -> None:
         """Before the first case: torch's warnings quietened, the clock started, what runs said."""
         quiet_torch()
         self._started, self._group = time.perf_counter(), None
-        dtypes = sorted({d for ds in self.ctx.dtypes.values() for d in ds})
         names = ", ".join(s.name for s in self.suites)
         jobs = "in this process" if self.jobs == 0 else f"{self.jobs} worker(s)"
+        dtypes = sorted({d for ds in self.planner.dtypes.values() for d in ds})
         self.echo(f"optbench: {len(self.suites)} suite(s) ({names}) on {self.device}, dtypes {', '.join(dtypes)}, "
                   f"checks {', '.join(self.planner.selected_checks())}; {jobs}")
-        if warning := defaults_warning(self.results.meta.get("candidate") or {"defaults": []}):
-            self.echo(warning)
 
     def run_case(self, check, case: Case, echo=None) -> list[dict]:
         """Run one planned (check, case) in this process, called in plan order (a new group starts from a fresh
@@ -187,9 +226,9 @@ class SuiteRun:
         """After the last case: a candidate never silently unchecked, the wall time, how the run ended (``run``)
         and (``write``) results.json/csv, the history copy (a finished run's) and report.md."""
         run = run or {"status": FINISHED, "how": "finished"}
-        if run["status"] == FINISHED and "parity" in self.checks and self.ctx.candidate is not None:
-            self.results.extend(unchecked(self.ctx.candidate, self.results.rows, self.suites[0],
-                                           self.device.type, self.echo))
+        candidate = self.candidate_name()
+        if run["status"] == FINISHED and "parity" in self.checks and candidate is not None:
+            self.results.extend(unchecked(candidate, self.results.rows, self.suites[0], self.device.type, self.echo))
         self.results.meta["wall_s"] = round(time.perf_counter() - self._started, 2)
         self.results.meta["run"] = run | {"journal_writing_s": round(self.writer.writing_s, 3)}
         if not write:

@@ -29,11 +29,11 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from optbench.checks.registry import counted_checks, report_sections
+from optbench.engine.out_dir import JOB_FILE
 from optbench.metrics import SWEEP_JOB
 from optbench.results import FAIL, NOTHING_VERIFIED, atomic_write, incomplete, verdict
 from optbench.usage import EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED, EXIT_OK, EXIT_USAGE, UsageError, worst
 
-JOB_FILE = "job.json"
 _BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 

@@ -28,14 +28,14 @@ class Unit:
                 + [[i, "run"] for i in self.items if i not in self.done and i not in self.lost])
 
 
-def cut_into_units(plan) -> tuple[list[Unit], list[Unit]]:
-    """The plan (``(check, case)`` pairs) cut into units: (those that may run side by side, the timing ones)."""
+def cut_into_units(entries) -> tuple[list[Unit], list[Unit]]:
+    """The plan (its blueprint's entries) cut into units: (those that may run side by side, the timing ones)."""
     parallel: list[Unit] = []
     timing: list[Unit] = []
     last, alone = None, alone_checks()
-    for index, (check, case) in enumerate(plan):
-        into = timing if check.name in alone else parallel
-        key = (case.suite.name, check.group(case)) if check.name in SHARES_SCRATCH else None
+    for index, entry in enumerate(entries):
+        into = timing if entry.check in alone else parallel
+        key = entry.group if entry.check in SHARES_SCRATCH else None
         if key is not None and key == last and into and into[-1].items[-1] == index - 1:
             into[-1].items.append(index)
         else:
@@ -58,10 +58,10 @@ def unfinished(units: list[Unit], finished) -> list[Unit]:
 COMPILE_COST = 20  # a compiled case costs about this many eager cases (it compiles on CPU: 10-25 s against ~0.5 s)
 
 
-def longest_first(units: list[Unit], plan) -> list[Unit]:
+def longest_first(units: list[Unit], entries) -> list[Unit]:
     """The units in the order workers should take them: the costliest (compiled cases) first, so that no
     worker is left compiling alone at the end of the parallel phase. Order never changes a row: each unit
     starts from a fresh state and rows are written in plan order."""
     def cost(unit: Unit) -> int:
-        return sum(COMPILE_COST if getattr(plan[i][1].impl, "compiled", False) else 1 for i in unit.items)
+        return sum(COMPILE_COST if entries[i].compiled else 1 for i in unit.items)
     return sorted(units, key=cost, reverse=True)

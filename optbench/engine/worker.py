@@ -5,6 +5,8 @@ lines: requests on stdin, events on a private copy of its original stdout; its o
 under test's prints, a crash's last words) go to the log file the parent gave it as stderr, which the parent reads
 back when the worker dies.
 
+A planning worker (``engine.remote_plan``) is sent one ``{"op": "plan", "cfg": ..., "config_dirs": ...,
+"sys_path": ...}``, answers ``planned`` (the plan as data), ``refused`` (a usage error) or ``failed``, and exits.
 Requests: ``{"op": "init", "cfg": ..., "config_dirs": ..., "sys_path": ...}`` once, then ``{"op": "unit",
 "items": [[index, "run" | "replay"], ...], "fresh": true}`` (``fresh: false`` goes on from the state the last
 request left: the pytest gate sends a group's cases one request each). Events: ``ready`` (the plan's size and
@@ -50,12 +52,38 @@ def serve(requests, out) -> None:
                 _send(out, {"ev": "failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
                             "traceback": traceback.format_exc()})
                 return
-            _send(out, {"ev": "ready", "cases": len(plan), "fingerprint": planner.plan_fingerprint()})
+            _send(out, {"ev": "ready", "cases": len(plan), "fingerprint": planner.blueprint().fingerprint})
+        elif request["op"] == "plan":  # the plan as data, for a parent that never imports the code under test
+            _send(out, _plan(request, lambda phase: _send(out, {"ev": phase})))
+            os._exit(0)  # whatever threads the code under test left: this process answered, it is done
         elif request["op"] == "unit":  # fresh: False goes on from the last unit's state (the pytest gate's items)
             for index, mode, rows, line in executor.run_unit(plan, request["items"], request.get("fresh", True),
                                                              lambda i: _send(out, {"ev": "start", "index": i})):
                 _send(out, {"ev": "case", "index": index} | ({"rows": rows, "line": line} if mode == "run" else {}))
             _send(out, {"ev": "unit-done"})
+
+
+def _plan(request: dict, reached) -> dict:
+    """The ``planned`` event (the run's blueprint), ``refused`` (a usage error, its line) or ``failed``; ``reached``
+    is told ``started`` (optbench imported) and ``resolved`` (the config resolved: the candidate imported and built)."""
+    from omegaconf import OmegaConf
+
+    sys.path[:] = request["sys_path"]
+    from optbench.engine.executor import quiet_torch
+    from optbench.engine.planner import Planner
+    from optbench.usage import UsageError
+
+    reached("started")
+    try:
+        quiet_torch()
+        planner = Planner(OmegaConf.create(request["cfg"]), config_dirs=request["config_dirs"])
+        reached("resolved")
+        return {"ev": "planned", "blueprint": planner.blueprint().to_json()}
+    except UsageError as exc:
+        return {"ev": "refused", "error": str(exc)}
+    except BaseException as exc:  # SystemExit at import included
+        return {"ev": "failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
+                "traceback": traceback.format_exc()}
 
 
 def main() -> None:

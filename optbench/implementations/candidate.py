@@ -107,15 +107,15 @@ def defaults_warning(meta: dict) -> str:
             "with the reference's values (report.md, 'Candidate')")
 
 
-def unchecked(candidate: Implementation, rows: list[dict], suite, device: str, echo) -> list[dict]:
+def unchecked(candidate: str, rows: list[dict], suite, device: str, echo) -> list[dict]:
     """A candidate the user asked to verify must have been checked by at least one parity case: else one ``error``
     row saying why (said through ``echo`` too), never a run that passes with its candidate unchecked."""
-    mine = [r for r in rows if r["impl"] == candidate.name]
+    mine = [r for r in rows if r["impl"] == candidate]
     if any(r["check"] == "parity" and r["metric"] == PARITY_MAX_ERR_EPS and r["fqn"] == "" for r in mine):
         return []
     why = sorted({r["detail"] for r in mine if r["status"] in NO_VERDICT | {"error"}})
-    labels = {"suite": suite.name, "optimizer": suite.optimizer or "", "impl": candidate.name, "dtype": "",
+    labels = {"suite": suite.name, "optimizer": suite.optimizer or "", "impl": candidate, "dtype": "",
               "hparams": "", "device": device}
     detail = "the candidate was not checked by any hparam set" + (f": {why[0]}" if why else "")
-    echo(f"  ERROR {candidate.name}: {detail}")
+    echo(f"  ERROR {candidate}: {detail}")
     return [result_row(labels, check="parity", metric=CASE_ERROR, value=1, status="error", detail=detail)]
