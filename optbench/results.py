@@ -207,6 +207,9 @@ def load_results(path) -> tuple[dict, pd.DataFrame]:
     if not isinstance(rows, list):
         raise bad("no 'rows' list")
     meta = {k: v for k, v in data.items() if k != "rows"}
+    for key in ("config", "machine", "candidate", "run", "tolerances"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise bad(f"its {key!r} is a JSON {type(meta[key]).__name__}, not an object")
     if not all(isinstance(r, dict) for r in rows):
         raise bad("a row that is not a JSON object")
     frame = normalize(pd.DataFrame(rows, columns=COLUMNS))

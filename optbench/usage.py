@@ -1,5 +1,6 @@
 """Errors that are the user's to fix: reported in one line with exit code 2, no traceback; the exit codes."""
 
+import argparse
 import difflib
 import functools
 import sys
@@ -20,6 +21,13 @@ def worst(codes) -> int:
 
 class UsageError(Exception):
     """A bad suite, device, dtype, implementation, candidate or path; the message is one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    """A subcommand's argument parser whose mistakes are a one-line UsageError (argparse prints its usage block)."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message} ('{self.prog} --help' shows its arguments)")
 
 
 @functools.lru_cache(maxsize=None)

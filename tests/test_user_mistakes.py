@@ -84,3 +84,33 @@ def test_report_and_merge_refuse_damaged_files_in_one_line(tmp_path, capsys):
     assert "row status 'passed' is none of pass, fail" in capsys.readouterr().err
     assert main(["merge", str(tmp_path)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert main(["run", *SGD, "hparams=first", "steps=2", f"out_dir={out}"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compare", "{run}", "{run}", "--out", "/proc/nope/x.md"], "/proc/nope: No such file or directory"),
+    (["report", "{run}", "--out", "{tmp}/a_file"], "{tmp}/a_file: File exists"),
+    (["report", "{tmp}/config_a_string.json"], "{tmp}/config_a_string.json: not an optbench results file (its "
+                                               "'config' is a JSON str, not an object)"),
+    (["report", "{tmp}/machine_a_string.json"], "(its 'machine' is a JSON str, not an object)"),
+    (["resume"], "optbench resume: the following arguments are required: run_dir ('optbench resume --help' shows "
+                 "its arguments)"),
+    (["compare", "{run}"], "optbench compare: the following arguments are required: new"),
+    (["report", "--frobnicate"], "optbench report: unrecognized arguments: --frobnicate"),
+])
+def test_a_subcommands_mistake_is_one_line_and_exit_2(finished_run, tmp_path, capsys, args, message):
+    (tmp_path / "a_file").write_text("")
+    data = json.loads((finished_run / "results.json").read_text())
+    for key in ("config", "machine"):
+        (tmp_path / f"{key}_a_string.json").write_text(json.dumps(data | {key: "a string"}))
+    capsys.readouterr()
+    assert main([a.format(run=finished_run, tmp=tmp_path) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("optbench: error: "), err
+    assert message.format(tmp=tmp_path) in err, err

@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[command](rest)
     except UsageError as exc:
         return fail(str(exc))
+    except OSError as exc:  # a path of the user's that cannot be read or written (--out into /proc, a file as a folder)
+        where = f"{exc.filename}: " if exc.filename else ""
+        return fail(f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:  # outside a run (which keeps what it measured and exits 130 itself)
         print("optbench: interrupted", file=sys.stderr)
         return 130

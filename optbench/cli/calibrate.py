@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from optbench.usage import EXIT_OK, UsageError
+from optbench.usage import EXIT_OK, Parser, UsageError
 
 
 def calibrate_command(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="optbench calibrate", description=(
+    parser = Parser(prog="optbench calibrate", description=(
         "Read A/A runs (the same code and config, run again on this machine) and write each timing case's "
         "spread: the largest ratio between two runs' medians, minus one. optbench compare --calibration FILE "
         "then flags a case only beyond its spread (and --threshold)."))

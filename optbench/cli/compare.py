@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from optbench.results import load_run
-from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, UsageError
+from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, Parser, UsageError
 
 
 def compare_command(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="optbench compare", description=(
+    parser = Parser(prog="optbench compare", description=(
         "Compare two runs (say main vs a branch): per timing case the ratio of median step times, its "
         "confidence interval and the Mann-Whitney U p-value on the timing rounds; a case is slower/faster only "
         "when p < alpha and the ratio is beyond 1 +- threshold. Also lists verdicts that newly fail. Exit 1 if "

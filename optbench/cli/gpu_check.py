@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from optbench.usage import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, UsageError, did_you_mean, worst
+from optbench.usage import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, Parser, UsageError, did_you_mean, worst
 
 GRACE_S = 20  # after SIGTERM, the run's time to write what it finished
 
@@ -188,7 +188,7 @@ class _Stopper:
 
 
 def gpu_check_command(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="optbench gpu-check", description=(
+    parser = Parser(prog="optbench gpu-check", description=(
         "The prepared GPU check: optbench's Triton Adafactor and torch's CUDA variants of every suite, the Adafactor "
         "kernels' %% of HBM roofline and every suite's speed, in timed sections; reports under --out and a summary. "
         "Exit 2 without a CUDA device; otherwise the worst section's exit code."))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+
+from optbench.usage import Parser
 
 
 def merge_command(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="optbench merge", description=(
+    parser = Parser(prog="optbench merge", description=(
         "Merge the jobs of a sweep (optbench run -m) into one results.json and report.md in its folder, as the "
         "sweep does at its end; exit code the worst job's. For a sweep whose launching process died, or a job "
         "re-run by hand."))

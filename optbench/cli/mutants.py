@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
 from optbench.config import compose_config
-from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, UsageError
+from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, Parser, UsageError
 
 
 def mutants_command(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="optbench mutants", description=(
+    parser = Parser(prog="optbench mutants", description=(
         "Run a catalogue of deliberately wrong optimizers, each alone at each dtype its suite runs, and report per "
         "dtype how many the checks catch and which check caught them. Exit 1 if any mutant is missed or any "
         "correct control fails."))

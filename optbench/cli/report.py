@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from optbench.checks.registry import counted_checks, report_sections
 from optbench.results import load_run, verdict
-from optbench.usage import EXIT_OK, UsageError
+from optbench.usage import EXIT_OK, Parser, UsageError
 
 
 def report_command(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="optbench report", description=(
+    parser = Parser(prog="optbench report", description=(
         "Re-render the report of a saved run, or (--dashboard) write one HTML page over many runs."))
     parser.add_argument("results", type=Path, nargs="*", help=(
         "results.json, or the run directory holding it; with --dashboard any number of history folders, run "

@@ -4,17 +4,16 @@ their group reads their scratch). The result is the run an uninterrupted one wou
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from optbench.journal import JOURNAL, read
-from optbench.usage import UsageError
+from optbench.usage import Parser, UsageError
 
 
 def resume_command(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="optbench resume", description=(
+    parser = Parser(prog="optbench resume", description=(
         "Continue an interrupted run in its own folder: only its unfinished cases run; the verdict and exit code "
         "are the whole run's."))
     parser.add_argument("run_dir", type=Path, help="the out_dir of the interrupted run (it holds journal.jsonl)")
