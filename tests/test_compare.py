@@ -63,7 +63,7 @@ CASES = {  # name: (baseline rounds, new rounds, verdict, exit code)
     "30% slower": (rounds(seed=1), rounds(1.3, seed=2), "slower", 1),
     "30% faster": (rounds(seed=1), rounds(0.7, seed=2), "faster", 0),
     "2% shift, many rounds": (rounds(n=400, noise=0.01, seed=1), rounds(1.02, n=400, noise=0.01, seed=2), "same", 0),
-    "30% slower, 3 rounds": (rounds(n=3, seed=1), rounds(1.3, n=3, seed=2), "n/a", 0),
+    "30% slower, 3 rounds": (rounds(n=3, seed=1), rounds(1.3, n=3, seed=2), "n/a", 3),  # nothing compared
     "noisy, overlapping": (rounds(n=8, noise=0.4, seed=10), rounds(1.15, n=8, noise=0.4, seed=11), "same", 0),
 }
 
@@ -187,9 +187,9 @@ def test_usage_errors_are_one_line_exit_2(args, message, tmp_path, capsys, monke
     code, out, err = run_cli(capsys, *args)
     assert code == 2 and message in err and err.count("\n") == 1 and not out, err
     assert run_cli(capsys, "bad.json", "b")[0] == 2
-    with pytest.raises(SystemExit) as exit_:  # argparse: usage and the error
-        main(["compare", "a", "b", "--threshold", "x"])
-    assert exit_.value.code == 2 and "invalid float value: 'x'" in capsys.readouterr().err
+    assert main(["compare", "a", "b", "--threshold", "x"]) == 2  # argparse's mistake: one line too
+    err = capsys.readouterr().err
+    assert "invalid float value: 'x'" in err and err.count("\n") == 1, err
 
 
 def test_command_as_a_user_runs_it(tmp_path, capsys):
@@ -238,3 +238,17 @@ def test_a_case_timed_on_a_busy_machine_is_never_called_slower(tmp_path):
     assert case["verdict"] == "n/a" and "new run timed on a busy machine" in case["note"]
     quiet = compare.compare_timings(*tables(tmp_path / "q", base, timing(rounds(1.3, seed=2)))).iloc[0]
     assert quiet["verdict"] == "slower"
+
+
+def test_a_comparison_that_compared_nothing_never_says_ok(tmp_path, capsys):
+    """Every timing case n/a (the new run timed on a busy machine) and no verdict in both runs: exit 3, never OK; a
+    verdict both runs share is a comparison (OK, exit 0); a slower case still regresses."""
+    busy = row(LABELS, check="speed", metric="time.unstable", value=1, detail="timed on a busy machine")
+    write(tmp_path / "a", timing(rounds(seed=1)))
+    write(tmp_path / "b", [*timing(rounds(1.15, seed=2)), busy])
+    code, out, _ = run_cli(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 3 and "**NOTHING COMPARED:** no timing case could be compared" in out, out
+    write(tmp_path / "c", [*timing(rounds(seed=1)), verdict("pass")])
+    write(tmp_path / "d", [*timing(rounds(1.15, seed=2)), busy, verdict("pass")])
+    code, out, _ = run_cli(capsys, tmp_path / "c", tmp_path / "d")
+    assert code == 0 and "**OK:**" in out

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from optbench.results import load_run
-from optbench.usage import EXIT_CHECK_FAILED, EXIT_OK, Parser, UsageError
+from optbench.usage import EXIT_CHECK_FAILED, EXIT_NOTHING_VERIFIED, EXIT_OK, Parser, UsageError
 
 
 def compare_command(args: list[str]) -> int:
@@ -14,7 +14,8 @@ def compare_command(args: list[str]) -> int:
         "Compare two runs (say main vs a branch): per timing case the ratio of median step times, its "
         "confidence interval and the Mann-Whitney U p-value on the timing rounds; a case is slower/faster only "
         "when p < alpha and the ratio is beyond 1 +- threshold. Also lists verdicts that newly fail. Exit 1 if "
-        "any case is slower, any verdict newly fails, the new run is unfinished or lacks a case the baseline had."))
+        "any case is slower, any verdict newly fails, the new run is unfinished or lacks a case the baseline had; "
+        "exit 3 (NOTHING COMPARED) if no timing case could be compared and the runs share no verdict."))
     parser.add_argument("baseline", type=Path, help="results.json, or the run directory holding it")
     parser.add_argument("new", type=Path, help="results.json, or the run directory holding it")
     parser.add_argument("--threshold", type=float, default=0.05, help="smallest change flagged (default 0.05: 5%%)")
@@ -62,4 +63,6 @@ def compare_command(args: list[str]) -> int:
     if ns.out:
         ns.out.parent.mkdir(parents=True, exist_ok=True)
         ns.out.write_text(text + "\n", encoding="utf-8")
-    return EXIT_CHECK_FAILED if result.regressed else EXIT_OK
+    if result.regressed:
+        return EXIT_CHECK_FAILED
+    return EXIT_NOTHING_VERIFIED if result.compared_nothing else EXIT_OK

@@ -81,6 +81,12 @@ class Comparison:
     missing: tuple[str, ...] = ()  # cases (check and CASE_KEY) the baseline ran and the new run lacks
     incomplete: str = ""  # why the new run is unfinished ("" when it finished)
     changed: pd.DataFrame | None = None  # VERDICT_KEY, baseline, new, change, detail: every verdict that differs
+    shared_verdicts: int = 0  # verdict keys both runs have
+
+    @property
+    def compared_nothing(self) -> bool:
+        """No timing case compared (each n/a or in one run only) and no verdict in both runs: never an OK."""
+        return not self.timings["verdict"].isin(("slower", "faster", "same")).any() and not self.shared_verdicts
 
     @property
     def regressed(self) -> bool:
@@ -247,8 +253,9 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, rule: Rule = Rule(), new_run:
     record of how it ended (results.json's ``run``)."""
     from optbench.results import incomplete
 
+    shared = len(_verdicts(new).join(_verdicts(base).add_prefix("base_"), how="inner"))
     return Comparison(compare_timings(base, new, rule), *failures(base, new), rule, missing_cases(base, new),
-                      incomplete(new_run), changed_verdicts(base, new))
+                      incomplete(new_run), changed_verdicts(base, new), shared)
 
 
 def machine_differences(base_meta: dict, new_meta: dict) -> str:

@@ -37,7 +37,10 @@ def summary(result: Comparison) -> str:
         parts.append(f"{len(result.missing)} case{'s' * (len(result.missing) != 1)} of the baseline missing: {shown}")
     if result.incomplete:
         parts.insert(0, f"the new run is INCOMPLETE ({result.incomplete})")
-    return f"**{'REGRESSED' if result.regressed else 'OK'}:** " + "; ".join(parts) + "."
+    if result.compared_nothing and not result.regressed:
+        parts.insert(0, "no timing case could be compared and the runs share no verdict")
+    word = "REGRESSED" if result.regressed else "NOTHING COMPARED" if result.compared_nothing else "OK"
+    return f"**{word}:** " + "; ".join(parts) + "."
 
 
 def _ratio(r: float) -> str:
