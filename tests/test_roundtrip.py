@@ -13,12 +13,10 @@ from optbench.state.scenarios import SCENARIOS
 
 def run_scenarios(tmp_path, suite: str, impls: str, scenarios: list[str] | None = None, extra=()) -> dict:
     overrides = [f"suite={suite}", f"impl={impls}", "checks=[roundtrip]", "workload.width=16", "workload.vocab=32",
-                 *extra]
+                 *([f"roundtrip.scenarios=[{','.join(scenarios)}]"] if scenarios is not None else []), *extra]
     with initialize_config_module(config_module="optbench.suites", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     run = SuiteRun(cfg, tmp_path)
-    if scenarios is not None:
-        cfg.roundtrip.scenarios = scenarios
     check = REGISTRY["roundtrip"]
     out = {}
     for case in check.cases(run.suites[0], run.ctx):

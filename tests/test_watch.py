@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
 import optbench
 from optbench.mutants.adamw import CoupledWeightDecayAdamW, LateBugAdamW
 from optbench.mutants.sgd import CorrectSGD
+
+
+@pytest.fixture(autouse=True)
+def watch_logger_enabled():
+    """An earlier test's Hydra run (logging.config with disable_existing_loggers) may have disabled the logger."""
+    logging.getLogger("optbench.watch").disabled = False
 
 
 def train(optimizer_class, steps=25, dtype=torch.float32, **watch_options):
