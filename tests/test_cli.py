@@ -68,10 +68,13 @@ def test_user_mistakes_are_one_line_exit_2(args, message, capsys, monkeypatch, t
     assert not any(tmp_path.iterdir())  # nothing written into the current directory
 
 
+@pytest.mark.parametrize("hparams", ["default", pytest.param("all", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("control", sorted(CONTROLS))
-def test_correct_candidates_pass(control, tmp_path):
+def test_correct_candidates_pass(control, hparams, tmp_path):
+    """Every correct reimplementation passes its suite, on the first and the round-trip hparam sets (every set
+    with ``-m slow``)."""
     code = run(tmp_path, f"suite={CONTROLS[control]}", f"candidate=optbench.mutants.{control}", "impl=[candidate]",
-               "dtype=[float64,float32]", "checks=[parity,roundtrip]", "steps=8")  # the mutants' default
+               "dtype=[float64,float32]", "checks=[parity,roundtrip]", "steps=8", f"hparams={hparams}")
     assert code == 0, failing(tmp_path)
     verdicts = [r for r in rows(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert verdicts and all(r["impl"].startswith("candidate:") for r in verdicts)
