@@ -1,5 +1,5 @@
 import sys
 
-from optbench.cli import main
+from optbench.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

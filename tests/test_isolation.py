@@ -73,6 +73,63 @@ def test_the_parent_never_imports_the_candidate_and_its_threads_never_hold_the_r
     assert meta["class"].endswith("threads_at_import.SGD"), meta  # described by the worker that planned it
 
 
+SPAWNS = """import os, subprocess, time, torch
+
+class SGD(torch.optim.SGD):
+    def step(self, closure=None):
+        if not getattr(self, "_spawned", False):  # a daemon, out of the worker's session, its parent gone
+            self._spawned = True
+            subprocess.run(["sh", "-c", "setsid sleep 1000 & echo $! >> spawned.txt"], check=True)
+        return super().step(closure)
+"""
+HANGS = """import os, time, torch
+
+class SGD(torch.optim.SGD):
+    def step(self, closure=None):
+        if self.param_groups[0]["params"][0].dtype == torch.float32 and os.environ.get("OPTBENCH_PARENT_PID"):
+            with open(f"hanging-{os.getpid()}", "w"):
+                pass
+            time.sleep(3600)
+        return super().step(closure)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl: Linux only")
+def test_what_a_candidate_starts_in_its_own_session_dies_with_its_case(tmp_path):
+    (tmp_path / "spawns.py").write_text(SPAWNS)
+    done = subprocess.run([sys.executable, "-m", "optbench", "run", *CANDIDATE_RUN, "candidate=spawns.SGD",
+                           "out_dir=run"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    pids = [int(p) for p in (tmp_path / "spawned.txt").read_text().split()]
+    assert pids and not [p for p in pids if alive(p)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl: Linux only")
+def test_workers_die_with_a_run_killed_by_sigkill(tmp_path):
+    (tmp_path / "hangs.py").write_text(HANGS)
+    proc = subprocess.Popen([sys.executable, "-m", "optbench", "run", *CANDIDATE_RUN, "case_timeout_s=600",
+                             "candidate=hangs.SGD", "out_dir=run"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not list(tmp_path.glob("hanging-*")):
+        time.sleep(0.2)
+    hanging = [int(p.name.split("-")[1]) for p in tmp_path.glob("hanging-*")]
+    assert hanging and all(alive(p) for p in hanging), "no case hung in a worker"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(alive(p) for p in hanging):
+        time.sleep(0.2)
+    assert not [p for p in hanging if alive(p)]
+
+
 def verdict_rows(out: Path) -> list[dict]:
     """Every row but the timing ones (a case's wall time differs from run to run)."""
     rows = json.loads((out / "results.json").read_text())["rows"]

@@ -64,5 +64,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> int:
+    """``optbench`` (the console script) and ``python -m optbench``: ``main``, as the subreaper of the processes it
+    starts; whatever of theirs is left when it ends is killed (``engine.descendants``)."""
+    from optbench.engine.descendants import adopt_orphans, kill_strays
+
+    adopt_orphans()
+    try:
+        return main()
+    finally:
+        kill_strays()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optbench.engine.units import Unit
+from optbench.engine.worker import PARENT
 from optbench.metrics import CASE_ERROR
 from optbench.results import row
 
@@ -31,6 +32,11 @@ BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2
         "from optbench.engine.worker import main; main()")
 STDERR_TAIL_LINES = 6
 START_TIMEOUT_S = 300  # importing torch and building the run's plan takes seconds; a worker stuck there ends the run
+
+
+def worker_env() -> dict:
+    """A worker's environment: this one, and this process's pid (the worker dies with it: engine.descendants)."""
+    return {**os.environ, PARENT: str(os.getpid())}
 
 
 class WorkerStartError(RuntimeError):
@@ -58,7 +64,7 @@ class Worker:
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=err, start_new_session=True)  # a terminal's Ctrl-C reaches the parent only
+                stderr=err, start_new_session=True, env=worker_env())  # a terminal's Ctrl-C reaches the parent only
         self.unit: Unit | None = None
         self.current: int | None = None  # the plan index of the case running now
         self.started_at = 0.0

@@ -23,7 +23,7 @@ import tempfile
 import threading
 
 from optbench.engine.blueprint import Blueprint
-from optbench.engine.pool import BOOT, START_TIMEOUT_S, STDERR_TAIL_LINES, how_it_ended
+from optbench.engine.pool import BOOT, START_TIMEOUT_S, STDERR_TAIL_LINES, how_it_ended, worker_env
 from optbench.usage import UsageError
 
 _MADE: dict[str, Blueprint] = {}  # a process plans a config once (the CLI checks it before Hydra runs it)
@@ -47,7 +47,7 @@ def _plan(config: dict, config_dirs: list[str], timeout_s: float) -> Blueprint:
               "answer": (START_TIMEOUT_S, "planning its cases")}
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen([sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=log, start_new_session=True)  # its descendants are killed with it
+                                stderr=log, start_new_session=True, env=worker_env())  # killed with its group
         events: queue.Queue = queue.Queue()
         threading.Thread(target=_read, args=(proc, events), daemon=True).start()
         answer = None

@@ -24,7 +24,10 @@ import signal
 import sys
 import traceback
 
+from optbench.engine.descendants import kill_strays
 from optbench.journal import dumps
+
+PARENT = "OPTBENCH_PARENT_PID"  # the process that started this worker: when it dies, so does the worker
 
 
 def _send(out, event: dict) -> None:
@@ -59,6 +62,7 @@ def serve(requests, out) -> None:
         elif request["op"] == "unit":  # fresh: False goes on from the last unit's state (the pytest gate's items)
             for index, mode, rows, line in executor.run_unit(plan, request["items"], request.get("fresh", True),
                                                              lambda i: _send(out, {"ev": "start", "index": i})):
+                kill_strays()  # nothing the case started outlives it
                 _send(out, {"ev": "case", "index": index} | ({"rows": rows, "line": line} if mode == "run" else {}))
             _send(out, {"ev": "unit-done"})
 
@@ -87,6 +91,10 @@ def _plan(request: dict, reached) -> dict:
 
 
 def main() -> None:
+    from optbench.engine.descendants import adopt_orphans, die_with_parent
+
+    die_with_parent(int(os.environ.get(PARENT, os.getppid())))  # a run killed with SIGKILL takes us with it
+    adopt_orphans()  # what the code under test starts and abandons is ours to kill (after each case)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt stops, and kills us
     events = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the code under test's prints go to the log, never into the event stream
