@@ -290,6 +290,32 @@ def test_a_link_planted_where_a_report_file_goes_is_replaced_not_written_through
     assert not (tmp_path / "report.md").is_symlink() and (tmp_path / "report.md").read_text() == "report\n"
 
 
+def test_resume_refuses_a_run_whose_candidate_or_member_suite_changed_naming_what(tmp_path, monkeypatch, capsys):
+    """Interrupted after its first case; the candidate's module edited: resume names it and runs nothing."""
+    (tmp_path / "edited_sgd.py").write_text(SGD_AT_THE_END)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    written = []
+
+    def interrupts_after_one(self, index, rows):
+        if len(written) == 1:
+            raise KeyboardInterrupt
+        written.append(index)
+        self._write({"case": index, "rows": rows})
+
+    monkeypatch.setattr(Journal, "case", interrupts_after_one)
+    out = tmp_path / "run"
+    assert main(["run", *CANDIDATE_RUN, "jobs=0", "candidate=edited_sgd.SGD", f"out_dir={out}"]) == 130
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "edited_sgd.py").write_text(SGD_AT_THE_END + "\n# a fix, after the interrupt\n")
+    capsys.readouterr()
+    assert main(["resume", str(out)]) == 2
+    assert capsys.readouterr().err == (f"optbench: error: {out / JOURNAL}: candidate module edited_sgd changed since "
+                                       "the run started: resuming would mix rows of both; start a new run\n")
+
+
 def test_default_out_dirs_of_two_runs_started_in_the_same_second_differ():
     names = {optbench("run", "suite=sgd", "--cfg", "job", "--resolve").stdout.split("out_dir: ")[1].split()[0]
              for _ in range(2)}

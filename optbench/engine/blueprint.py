@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass(frozen=True)
@@ -29,10 +29,20 @@ class Entry:
         return self.labels["suite"]
 
 
-def fingerprint(entries) -> str:
-    """A digest of the planned cases in order: a worker's plan and a resumed run's must equal the run's."""
-    text = json.dumps([[e.check, e.labels] for e in entries], sort_keys=True, default=str)
+def fingerprint(entries, inputs: dict | None = None) -> str:
+    """A digest of the planned cases in order and of the inputs the plan read (``inputs``: name -> digest of its
+    content): a worker's plan and a resumed run's must equal the run's."""
+    text = json.dumps([[[e.check, e.labels] for e in entries], inputs or {}], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def digest(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:16]
+
+
+def changed_inputs(before: dict, now: dict) -> list[str]:
+    """The inputs whose content differs between two plans (or that one of them lacks), by name."""
+    return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
 
 
 def group_key(suite: str, group) -> str:
@@ -41,13 +51,15 @@ def group_key(suite: str, group) -> str:
 
 @dataclass(frozen=True)
 class Blueprint:
-    """The plan's entries, its fingerprint, and the candidate (its implementation's name and its description for
-    results.json; None without one)."""
+    """The plan's entries, its fingerprint, the candidate (its implementation's name and its description for
+    results.json; None without one) and the inputs the plan read (name -> digest of its content: each suite as
+    resolved, its reference module's file, the candidate's module and spec files)."""
 
     entries: tuple[Entry, ...]
     fingerprint: str
     candidate: str | None = None
     candidate_meta: dict | None = None
+    inputs: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self) | {"entries": [asdict(e) for e in self.entries]}
@@ -57,8 +69,9 @@ class Blueprint:
         """A blueprint sent by a planning worker: its entries re-read, and its fingerprint checked against them."""
         entries = tuple(Entry(str(e["check"]), dict(e["labels"]), str(e["group"]), bool(e["compiled"]))
                         for e in data["entries"])
-        made = cls(entries, str(data["fingerprint"]), data.get("candidate"), data.get("candidate_meta"))
-        if fingerprint(entries) != made.fingerprint:
+        inputs = {str(k): str(v) for k, v in dict(data.get("inputs") or {}).items()}
+        made = cls(entries, str(data["fingerprint"]), data.get("candidate"), data.get("candidate_meta"), inputs)
+        if fingerprint(entries, inputs) != made.fingerprint:
             raise ValueError("the plan's entries do not match its fingerprint")
         return made
 

@@ -12,12 +12,15 @@ and takes the blueprint from a worker (``engine.remote_plan``).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from omegaconf import DictConfig, open_dict
 
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
 from optbench.checks.registry import check_blocks
-from optbench.engine.blueprint import Blueprint, Entry, fingerprint, group_key
+from optbench.engine.blueprint import Blueprint, Entry, digest, fingerprint, group_key
 from optbench.engine.selection import (
     resolve_candidate,
     resolve_case_timeout,
@@ -36,8 +39,9 @@ from optbench.engine.selection import (
     resolve_steps,
     resolve_timing,
 )
+from optbench.reference import load_reference
 from optbench.settings import Settings
-from optbench.suite.catalog import is_meta, replaced, resolve
+from optbench.suite.catalog import is_meta, replaced, resolve, suite_files
 from optbench.usage import UsageError
 
 
@@ -120,10 +124,38 @@ class Planner:
             candidate, meta = self.ctx.candidate, None
             if candidate is not None:
                 meta = candidate_meta(candidate, self.suites[0].defaults(candidate.optimizer_class, candidate.spec))
-            name = candidate.name if candidate is not None else None
-            self._blueprint = Blueprint(entries, fingerprint(entries), name, meta)
+            name, inputs = candidate.name if candidate is not None else None, self.inputs()
+            self._blueprint = Blueprint(entries, fingerprint(entries, inputs), name, meta, inputs)
         return self._blueprint
+
+    def inputs(self) -> dict[str, str]:
+        """What the plan read from files, by name, each a digest of its content: a meta-suite's member suite files
+        (a single suite's content is in the run's config), each suite's reference module, the candidate's module
+        and spec files."""
+        out = {}
+        files = suite_files(self.config_dirs) if is_meta(self.cfg.suite) else {}
+        for suite in self.suites:
+            if suite.name in files:
+                out[f"suite file {files[suite.name]}"] = digest(files[suite.name].read_bytes())
+            out[f"reference {suite.reference_name}"] = _file_digest(getattr(load_reference(suite.reference_name),
+                                                                             "__file__", None))
+        candidate = self.ctx.candidate if self.ctx is not None else None
+        if candidate is not None:
+            module = sys.modules.get(candidate.optimizer_class.__module__)
+            out[f"candidate module {candidate.optimizer_class.__module__}"] = _file_digest(getattr(module, "__file__",
+                                                                                                    None))
+            if candidate.spec is not None and candidate.spec.source and Path(candidate.spec.source).is_file():
+                out[f"candidate spec {candidate.spec.source}"] = _file_digest(candidate.spec.source)
+        return out
 
     def selected_checks(self) -> list[str]:
         """The run's checks, in registry order."""
         return [c for c in REGISTRY if c in self.checks]
+
+
+def _file_digest(path) -> str:
+    """The digest of a file's bytes ("" where there is no file: a built-in or a namespace module)."""
+    try:
+        return digest(Path(path).read_bytes()) if path else ""
+    except OSError:
+        return ""

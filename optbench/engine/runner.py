@@ -22,7 +22,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from optbench.cases import Case
-from optbench.engine.blueprint import Blueprint
+from optbench.engine.blueprint import Blueprint, changed_inputs
 from optbench.engine.executor import Executor, quiet_torch
 from optbench.engine.interrupts import Interrupted, MaxFailuresReached, sigterm_interrupts
 from optbench.engine.machine import machine_info
@@ -114,6 +114,9 @@ class SuiteRun:
                                         "signal": exc.signum, "planned_cases": 0, "finished_cases": 0,
                                         "jobs": self.jobs})
             if resume is not None and resume.header.get("fingerprint") != self.plan_fingerprint():
+                if changed := changed_inputs(resume.header.get("inputs") or {}, self.blueprint().inputs):
+                    raise UsageError(f"{resume.path}: {', '.join(changed)} changed since the run started: resuming "
+                                     "would mix rows of both; start a new run")
                 raise UsageError(f"{resume.path}: this optbench plans other cases for the run's config than the run "
                                  "did (optbench, torch or a suite file changed?): it cannot be resumed")
             if warning := defaults_warning(self.results.meta.get("candidate") or {"defaults": []}):
@@ -158,7 +161,8 @@ class SuiteRun:
     def _journal_header(self) -> dict:
         plan = [{"check": e.check, **{k: e.labels[k] for k in CASE_KEY}} for e in self.blueprint().entries]
         return {"config": self.results.meta["config"], "config_dirs": self.config_dirs,
-                "fingerprint": self.plan_fingerprint(), "meta": self.results.meta, "plan": plan}
+                "fingerprint": self.plan_fingerprint(), "inputs": self.blueprint().inputs, "meta": self.results.meta,
+                "plan": plan}
 
     def _dispatch(self, parallel: list[Unit], timing: list[Unit]) -> None:
         repeats = int(self.planner.settings.speed.repeats or 1)
