@@ -65,13 +65,24 @@ class Row:
             raise bad(f"status {d['status']!r} is none of {', '.join(STATUSES)}")
         if isinstance(d["value"], bool) or not isinstance(d["value"], Real):
             raise bad(f"value {d['value']!r} is not a number")
-        return cls(**({c: "" for c in COLUMNS} | {"step": None} | d | {"value": float(d["value"])}))
+        text = {c: bounded(d[c]) for c in ("detail", "tensor", "fqn") if isinstance(d.get(c), str)}
+        return cls(**({c: "" for c in COLUMNS} | {"step": None} | d | {"value": float(d["value"])} | text))
 
     def as_dict(self) -> dict:
         return {c: getattr(self, c) for c in COLUMNS}
 
 
 COLUMNS = [f.name for f in fields(Row)]
+TEXT_LIMIT = 2000  # characters of a row's text (an exception message, a crash's stderr) kept in its record
+
+
+def bounded(text: str, limit: int = TEXT_LIMIT) -> str:
+    """``text`` as recorded: whole up to ``limit`` characters, else its head and tail with the cut said (the code
+    under test's messages can be megabytes; a dead worker's whole log stays in the run's workers/ folder)."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-(limit // 3):]
+    return f"{head} [... {len(text) - len(head) - len(tail)} characters cut ...] {tail}"
 
 
 def row(labels: dict, *, check: str, metric: str, value: float, status: str = "info", unit: str = "",

@@ -316,6 +316,26 @@ def test_resume_refuses_a_run_whose_candidate_or_member_suite_changed_naming_wha
                                        "the run started: resuming would mix rows of both; start a new run\n")
 
 
+def test_what_the_code_under_test_says_is_bounded_and_inert_in_every_output(tmp_path, monkeypatch, capsys):
+    """A step that raises a 1 MB message of HTML and Markdown: the row, results.json, report.md and the console
+    keep a bounded head and tail, and report.md renders none of it as a tag, a link or a table cell."""
+    (tmp_path / "loud.py").write_text(
+        "import torch\n\nclass SGD(torch.optim.SGD):\n    def step(self, closure=None):\n"
+        "        raise ValueError('<img src=x onerror=alert(1)> | [click](http://evil.example) `' + 'A' * 1_000_000"
+        " + ' the end')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    assert main(["run", *CANDIDATE_RUN, "jobs=0", "candidate=loud.SGD", f"out_dir={out}"]) == 1
+    console = capsys.readouterr().out
+    assert len(console) < 20_000 and "characters cut" in console and "the end" in console
+    details = [r["detail"] for r in json.loads((out / "results.json").read_text())["rows"] if "onerror" in r["detail"]]
+    assert details and all(len(d) < 2_200 and "characters cut" in d for d in details)
+    report = (out / "report.md").read_text()
+    assert len(report) < 100_000 and "&lt;img" in report and "\\[click\\](http" in report, report
+    assert not [line for line in report.splitlines() if "<img" in line or re.search(r"(?<!\\)\]\(http", line)]
+
+
 def test_default_out_dirs_of_two_runs_started_in_the_same_second_differ():
     names = {optbench("run", "suite=sgd", "--cfg", "job", "--resolve").stdout.split("out_dir: ")[1].split()[0]
              for _ in range(2)}

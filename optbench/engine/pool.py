@@ -25,6 +25,7 @@ from optbench.engine.units import Unit
 from optbench.engine.worker import PARENT
 from optbench.metrics import CASE_ERROR
 from optbench.results import row
+from optbench.rows import bounded
 
 # A worker imports the optbench this process runs, its folder first on sys.path: ``python -m`` would put the working
 # directory first, and a folder named optbench there (a clone of the repository) would shadow it in part.
@@ -96,7 +97,7 @@ class Worker:
             lines = [ln.strip() for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
         except OSError:
             return ""
-        return " | ".join(lines[-STDERR_TAIL_LINES:])
+        return " | ".join(bounded(line, 300) for line in lines[-STDERR_TAIL_LINES:])
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -16,6 +16,7 @@ from optbench.engine.history import record_quietly
 from optbench.engine.interrupts import MaxFailuresReached
 from optbench.journal import JOURNAL, Journal, Record
 from optbench.results import FAILING, FINISHED, SCHEMA_VERSION, Results
+from optbench.rows import Row, bounded
 
 
 class RunWriter:
@@ -45,11 +46,14 @@ class RunWriter:
         self.line = bar.write if not bar.disable else self.echo
 
     def record(self, index: int, rows: list[dict], line: str) -> None:
-        """A finished case's rows into the journal, then the console."""
+        """A finished case's rows (each checked, its text bounded: ``rows.Row``) into the journal, then the console
+        (a line bounded too)."""
         started = time.perf_counter()
+        rows = [Row.from_dict(r).as_dict() for r in rows]
         self.journal.case(index, rows)
         self.writing_s += time.perf_counter() - started
         self.by_case[index] = rows
+        line = "\n".join(bounded(part) for part in line.split("\n")) if line else line
         if self.progress is not None:
             self.progress.update(1)
         if line:

@@ -17,9 +17,9 @@ from optbench.results import atomic_write, incomplete, load_results, normalize
 
 def candidate_section(candidate: dict) -> list[str]:
     """The candidate: its class, the spec that adapts it, and its defaults beside the reference's values."""
-    spec = candidate.get("spec") or "none (taken as written)"
-    text = (f"`{candidate.get('class')}` ({candidate.get('name')}); candidate spec: {spec}."
-            + (f" {candidate['note'].rstrip('.')}." if candidate.get("note") else "")
+    spec = tables.escape(candidate.get("spec") or "none (taken as written)")
+    text = (f"{tables.escape(candidate.get('class'))} ({tables.escape(candidate.get('name'))}); candidate spec: "
+            f"{spec}." + (f" {tables.escape(str(candidate['note']).rstrip('.'))}." if candidate.get("note") else "")
             + " It is built with the reference's value of every option its constructor takes (renames applied); "
               "`differs`: its own default is another value, which a user building it as documented would get.")
     table = pd.DataFrame(candidate.get("defaults") or [], columns=["option", "argument", "reference", "candidate",
@@ -29,7 +29,7 @@ def candidate_section(candidate: dict) -> list[str]:
     adapter = candidate.get("adapter") or {}
     declared = ("What its spec declares (each a documented difference the checks then allow; `conventions` are "
                 "the reference's options, so the reference models them): "
-                + "; ".join(f"**{k}** {v}" for k, v in adapter.items()) + ".") if adapter else ""
+                + "; ".join(f"**{k}** {tables.escape(v)}" for k, v in adapter.items()) + ".") if adapter else ""
     return ["## Candidate", text] + ([declared] if declared else []) + [tables.markdown(table.fillna(""))]
 
 

@@ -7,12 +7,12 @@ import math
 import pandas as pd
 
 from optbench.perf.compare import CASE, ORDER, VERDICT_KEY, Comparison
-from optbench.report.tables import markdown, num
+from optbench.report.tables import escape, markdown, num
 
 
 def key_text(row) -> str:
     """A verdict row's key as one path: suite/impl/dtype/.../tensor."""
-    return "/".join(str(row[k]) for k in VERDICT_KEY if str(row[k]))
+    return escape("/".join(str(row[k]) for k in VERDICT_KEY if str(row[k])))
 
 
 def summary(result: Comparison) -> str:
@@ -33,7 +33,7 @@ def summary(result: Comparison) -> str:
                      + ", ".join(f"{int(n)} {k}" for k, n in kinds.items()) + ")")
     if result.missing:
         more = len(result.missing) - 5
-        shown = ", ".join(result.missing[:5]) + (f" and {more} more" if more > 0 else "")
+        shown = ", ".join(map(escape, result.missing[:5])) + (f" and {more} more" if more > 0 else "")
         parts.append(f"{len(result.missing)} case{'s' * (len(result.missing) != 1)} of the baseline missing: {shown}")
     if result.incomplete:
         parts.insert(0, f"the new run is INCOMPLETE ({result.incomplete})")

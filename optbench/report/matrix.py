@@ -19,7 +19,7 @@ import pandas as pd
 from optbench.implementations.torch_variants import TORCH_VARIANTS
 from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS
 from optbench.report.plots import save
-from optbench.report.tables import num
+from optbench.report.tables import escape, num
 from optbench.results import DECLARED, FAILING, NO_VERDICT
 from optbench.suite.spec import DTYPES
 
@@ -67,7 +67,7 @@ def markdown(rows: pd.DataFrame) -> str:
         return "_no parity cases_"
     columns = _column_order(frame)
     index = frame.set_index(["suite", "hparams", "dtype", "impl"])
-    lines = ["| suite | hparams | " + " | ".join(f"{i} {d}" for d, i in columns) + " |",
+    lines = ["| suite | hparams | " + " | ".join(escape(f"{i} {d}") for d, i in columns) + " |",
              "|---|---|" + "---|" * len(columns)]
     for (suite, hparams), _ in frame.groupby(["suite", "hparams"], sort=False):
         texts = []
@@ -76,7 +76,7 @@ def markdown(rows: pd.DataFrame) -> str:
             cell = index.loc[key] if key in index.index else None
             text = _text(cell) if cell is not None else ""
             texts.append(f"**{text}**" if cell is not None and cell.status in FAILING else text)
-        lines.append(f"| {suite} | {hparams} | " + " | ".join(texts) + " |")
+        lines.append(f"| {escape(suite)} | {escape(hparams)} | " + " | ".join(texts) + " |")
     return "\n".join(lines)
 
 

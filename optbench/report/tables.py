@@ -39,11 +39,22 @@ def eng(v) -> str:
     return f"{mantissa}e{int(exponent)}" if exponent else mantissa
 
 
+MARKDOWN_INERT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "[": "\\[", "]": "\\]",
+                                "`": "\\`", "\n": " ", "\r": " "})
+
+
+def escape(text) -> str:
+    """``text`` (from the code under test: messages, class names, state keys) inert in Markdown and HTML: no tag,
+    no link or image, no code span and no table cell it can open or close."""
+    return str(text).translate(MARKDOWN_INERT)
+
+
 def markdown(df: pd.DataFrame) -> str:
-    """Markdown pipe table of ``df`` (pandas' ``to_markdown``, through tabulate: a declared dependency)."""
+    """Markdown pipe table of ``df`` (pandas' ``to_markdown``, through tabulate: a declared dependency), every cell
+    escaped (``escape``) but ``**bold**``, which the tables use."""
     if df.empty:
         return "_none_"
-    df = df.astype(str).apply(lambda c: c.str.replace("|", "\\|").str.replace("\n", " "))
+    df = df.astype(str).apply(lambda c: c.map(escape))
     return df.to_markdown(index=False)
 
 
