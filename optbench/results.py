@@ -9,6 +9,7 @@ temporary file and ``os.replace``: never half-written. While it runs, each case'
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -173,8 +174,10 @@ class Results:
         """Write results.json and results.csv (each through a temporary file); the JSON's path."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         header = {"schema_version": SCHEMA_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  **self.meta}
-        rows = ",\n".join(json.dumps({k: _json_value(v) for k, v in r.items()}, allow_nan=False) for r in self.rows)
+                  **{k: v for k, v in self.meta.items() if k != "digest"}}
+        plain = [{k: _json_value(v) for k, v in r.items()} for r in self.rows]
+        header["digest"] = content_digest({**json.loads(json.dumps(header, allow_nan=False)), "rows": plain})
+        rows = ",\n".join(json.dumps(r, allow_nan=False) for r in plain)
         text = json.dumps(header, indent=1, allow_nan=False)[:-2] + ',\n "rows": [\n' + rows + "\n ]\n}\n"
         path = self.out_dir / "results.json"
         atomic_write(path, text)
@@ -182,8 +185,17 @@ class Results:
         return path
 
 
-def load_results(path) -> tuple[dict, pd.DataFrame]:
-    """Read a results file; return (metadata without ``rows``, DataFrame of the rows)."""
+def content_digest(data: dict) -> str:
+    """The digest results.json carries of everything else it holds (its rows and the run): a file edited after the
+    run no longer matches it. Evidence of an edit, not a signature: whoever edits the file can recompute it."""
+    text = json.dumps({k: v for k, v in data.items() if k != "digest"}, sort_keys=True, separators=(",", ":"),
+                      allow_nan=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_results(path, trust_edited: bool = False) -> tuple[dict, pd.DataFrame]:
+    """Read a results file; return (metadata without ``rows``, DataFrame of the rows). One whose digest does not
+    match its content (edited after the run) is refused unless ``trust_edited``."""
     def bad(reason: str) -> ValueError:
         return ValueError(f"{path}: not an optbench results file ({reason})")
 
@@ -212,6 +224,9 @@ def load_results(path) -> tuple[dict, pd.DataFrame]:
             raise bad(f"its {key!r} is a JSON {type(meta[key]).__name__}, not an object")
     if not all(isinstance(r, dict) for r in rows):
         raise bad("a row that is not a JSON object")
+    if data["schema_version"] >= 5 and not trust_edited and data.get("digest") != content_digest(data):
+        raise ValueError(f"{path}: its content does not match the digest it was written with (edited after the "
+                         "run?): --trust-edited reads it anyway")
     frame = normalize(pd.DataFrame(rows, columns=COLUMNS))
     unknown = sorted(set(frame["status"]) - set(STATUSES))
     if unknown:  # a status no check writes: the verdict rule could not read the row
@@ -242,7 +257,7 @@ def normalize(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def load_run(arg: Path) -> tuple[dict, pd.DataFrame]:
+def load_run(arg: Path, trust_edited: bool = False) -> tuple[dict, pd.DataFrame]:
     """(meta, rows) of a results.json or of the run directory holding one; a run directory with only a journal
     (its run was killed before writing results.json) reads as that run, incomplete. A bad path is a UsageError."""
     from optbench.journal import JOURNAL
@@ -253,7 +268,7 @@ def load_run(arg: Path) -> tuple[dict, pd.DataFrame]:
     if not path.is_file():
         raise UsageError(f"no results file at {path}")
     try:
-        return load_results(path)
+        return load_results(path, trust_edited)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from numbers import Real
 
-SCHEMA_VERSION = 4  # 4: ``gate`` and ``finding``; 3: ``workload`` (the speed/scaling workload a timing row timed)
-READABLE_SCHEMAS = (2, 3, 4)  # columns an older schema lacks read back as ""
+SCHEMA_VERSION = 5  # 5: ``digest``; 4: ``gate`` and ``finding``; 3: ``workload`` (a timing row's workload)
+READABLE_SCHEMAS = (2, 3, 4, 5)  # columns an older schema lacks read back as ""
 # The columns that name a case (``Case.labels`` writes them on every row); each table keys cases by these, or
 # by a projection of them it documents.
 CASE_KEY = ("suite", "impl", "dtype", "hparams", "device", "workload")

@@ -94,3 +94,24 @@ def test_the_measuring_checks_are_the_ones_registered_to_run_alone():
     from optbench.results import MEASURING_CHECKS
 
     assert set(alone_checks()) == set(MEASURING_CHECKS)
+
+
+def test_an_edited_results_file_is_refused_unless_trusted(tmp_path, capsys):
+    """results.json carries a digest of its rows and the run: a pass turned into a fail (or the other way) after
+    the run is refused by report and compare in one line; --trust-edited reads it."""
+    from optbench.cli import main
+    from optbench.results import Results, load_results, row
+
+    results = Results(tmp_path / "run", {"config": {"checks": ["parity"]}})
+    results.extend([row({"suite": "sgd", "impl": "for-loop", "dtype": "float32"}, check="parity",
+                        metric="parity.max_err_eps", value=100.0, status="fail", unit="eps")])
+    path = results.finish()
+    assert json.loads(path.read_text())["digest"].startswith("sha256:")
+    assert load_results(path)[1]["status"].tolist() == ["fail"]
+    path.write_text(path.read_text().replace('"status": "fail"', '"status": "pass"'))
+    for command in (["report", str(path)], ["compare", str(path), str(path)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err == (f"optbench: error: {path}: its content does not match the digest it was written with "
+                       "(edited after the run?): --trust-edited reads it anyway\n")
+    assert main(["report", str(path), "--trust-edited"]) == 0

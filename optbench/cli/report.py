@@ -19,6 +19,8 @@ def report_command(args: list[str]) -> int:
         "where to write report.md and plots (default: beside the results); with --dashboard, dashboard.html "
         "(default: reports/dashboard)"))
     parser.add_argument("--dashboard", action="store_true", help="write DIR/dashboard.html over every run found")
+    parser.add_argument("--trust-edited", action="store_true",
+                        help="read a results.json whose content no longer matches its digest (edited after the run)")
     parser.add_argument("--screenshot", type=Path, default=None,
                         help="with --dashboard: also a PNG of it, rendered in headless Chromium")
     parser.add_argument("--machine", default=None, help="with --dashboard: only runs whose machine slug contains this")
@@ -33,7 +35,7 @@ def report_command(args: list[str]) -> int:
                          "and --torch go with --dashboard)")
     from optbench.report import render_report
 
-    meta, rows = load_run(ns.results[0])
+    meta, rows = load_run(ns.results[0], ns.trust_edited)
     out = ns.out or (ns.results[0] if ns.results[0].is_dir() else ns.results[0].parent)
     out.mkdir(parents=True, exist_ok=True)
     print(f"report: {render_report(meta, rows, out, report_sections, counted_checks())}")
