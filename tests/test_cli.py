@@ -201,7 +201,7 @@ def test_installed_console_script_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads((out / "results.json").read_text())
-    assert record["schema_version"] == 4 and record["machine"]["torch"]
+    assert record["schema_version"] == 5 and record["machine"]["torch"] and record["digest"].startswith("sha256:")
     assert {"gate", "finding"} <= set(record["rows"][0])
     metrics = {r["metric"] for r in record["rows"]}
     assert {"parity.max_err_eps", "parity.xmax_err_eps_vs_forloop", "roundtrip.reversed", "errors.rejected",

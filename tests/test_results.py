@@ -22,7 +22,7 @@ def test_rows_carry_gate_and_finding_and_round_trip_through_the_file(tmp_path):
                     row(LABELS, check="parity", metric=PARITY_MAX_ERR_EPS, value=99.0, status="fail", gate="one-step")])
     results.finish()
     meta, rows = load_results(tmp_path / "results.json")
-    assert meta["schema_version"] == SCHEMA_VERSION == 4
+    assert meta["schema_version"] == SCHEMA_VERSION == 5
     assert list(rows["finding"]) == ["F07", ""] and list(rows["gate"]) == ["", "one-step"]
 
 
