@@ -22,6 +22,7 @@ PARITY_ONE_STEP_MAX_ERR_EPS = "parity.one_step_max_err_eps"
 PARITY_ONE_STEP_DECISIONS_LEFT_OUT = "parity.one_step_decisions_left_out"  # element-steps decided by rounding
 PARITY_DECISIONS_ADOPTED = "parity.decisions_adopted"  # trajectory element-steps taking the impl's outcome
 PARITY_STEP_MAX_ERR_EPS = "parity.step_max_err_eps"  # largest error at each step
+PARITY_CALLER_CONTRACT = "parity.caller_contract"  # a step changed the caller's gradient or a parameter's kind
 # cross: largest difference from torch's for-loop, in eps
 PARITY_XMAX_ERR_EPS_VS_FORLOOP = "parity.xmax_err_eps_vs_forloop"
 

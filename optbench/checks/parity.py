@@ -19,6 +19,7 @@ from optbench.metrics import (
     CASE_SKIPPED,
     CASE_UNSUPPORTED,
     DEVIATION_OBSERVED,
+    PARITY_CALLER_CONTRACT,
     PARITY_DECISIONS_ADOPTED,
     PARITY_MAX_ERR_EPS,
     PARITY_ONE_STEP_DECISIONS_LEFT_OUT,
@@ -181,7 +182,7 @@ class ParityCheck:
         gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
         ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor)
                                                      for _, errs in declared for e in errs.itertuples()}
-        rows, line = self._rows(case, gated, declared, traj.one_sided, traj.decisions_left_out)
+        rows, line = self._rows(case, gated, declared, traj.one_sided, traj.decisions_left_out, traj.breaches)
         if traj.decisions_adopted:
             rows.append(row(labels, check="parity", metric=PARITY_DECISIONS_ADOPTED, value=traj.decisions_adopted,
                             unit="element-steps", gate="trajectory",
@@ -189,9 +190,11 @@ class ParityCheck:
                                    "implementation's outcome there (either is a correct step)"))
         return Outcome(rows + precision_rows(case.labels, traj.dtypes) + fixed, line)
 
-    def _rows(self, case: Case, gated, declared, one_sided: dict, left_out: int = 0) -> tuple[list[dict], str]:
+    def _rows(self, case: Case, gated, declared, one_sided: dict, left_out: int = 0,
+              breaches: dict | None = None) -> tuple[list[dict], str]:
         labels = case.labels
         over = gated[gated.err_eps > gated.tol]
+        broken = gated[gated.kind == "contract"]
         drift, local = gated[gated.kind == "trajectory"], gated[gated.kind == "one-step"]
         dev_rows = deviation_rows(case, declared)
         dev_status = {r["status"] for r in dev_rows}
@@ -200,6 +203,8 @@ class ParityCheck:
             status = "fail"
             detail = (f"first past tolerance: step {first.step} {first.fqn}/{first.tensor} ({first.kind}): "
                       f"{first.err_eps:.3g} eps > {first.tol:.3g} eps")
+            if first.kind == "contract":  # numerics.caller_contract: the caller's gradient or parameter changed
+                detail = f"{first.fqn}: {(breaches or {}).get((first.fqn, first.tensor), first.tensor)}"
             if one_sided:
                 detail = f"{one_sided_detail(one_sided, case.suite)}; {detail}"
         else:
@@ -230,6 +235,10 @@ class ParityCheck:
                  for (fqn, tensor), err in drift.groupby(["fqn", "tensor"]).err_eps.max().items()]
         rows += [row(labels, check="parity", metric=PARITY_STEP_MAX_ERR_EPS, value=err, unit="eps", step=int(step))
                  for step, err in drift.groupby("step").err_eps.max().items()]
+        rows += [row(labels, check="parity", metric=PARITY_CALLER_CONTRACT, value=1, status="fail", fqn=b.fqn,
+                     tensor=b.tensor, step=int(b.step), gate="contract",
+                     detail=(breaches or {}).get((b.fqn, b.tensor), ""))
+                 for b in broken.itertuples()]
         if len(local):
             local_over = local[local.err_eps > local.tol]
             rows.append(row(labels, check="parity", metric=PARITY_ONE_STEP_MAX_ERR_EPS,

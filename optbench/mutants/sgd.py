@@ -92,9 +92,30 @@ class DecayIgnoredUnderMaximizeSGD(CorrectSGD):
         return super()._weight_decay(param, grad, group)
 
 
+class WritesGradSGD(CorrectSGD):
+    """Bug: adds the L2 term into the caller's gradient in place (the parameters are right; p.grad is not)."""
+
+    def _weight_decay(self, param: Tensor, grad: Tensor, group: dict) -> Tensor:
+        weight_decay = group["weight_decay"]
+        if weight_decay != 0:
+            grad = grad.add_(param, alpha=_scalar(weight_decay))
+        return grad
+
+
+class PromotesParamSGD(CorrectSGD):
+    """Bug: turns a parameter into float64 after its step (its values stay right; its dtype does not)."""
+
+    def _update(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> None:
+        super()._update(param, grad, state, group)
+        param.data = param.data.double()
+
+
 MUTANTS: dict[str, str] = {
     "NesterovOldBufferSGD": "sgd",
     "DampenedFirstStepSGD": "sgd",
     "DecayIgnoredUnderMaximizeSGD": "sgd",
+    "WritesGradSGD": "sgd",
+    "PromotesParamSGD": "sgd",
 }
 CONTROLS: dict[str, str] = {"CorrectSGD": "sgd"}
+EXISTS_AT = {"PromotesParamSGD": ("float32", "bfloat16", "float16")}  # a float64 parameter stays float64

@@ -17,6 +17,7 @@ import torch
 
 from optbench.implementations import Implementation
 from optbench.numerics.accuracy import err_eps, magnitude, tolerance_eps
+from optbench.numerics.caller_contract import Given
 from optbench.numerics.master_copy import RoundingYardstick, model_rows
 from optbench.numerics.one_step import OneStep, held_state, within_rounding
 from optbench.numerics.precision import kept_in
@@ -90,6 +91,9 @@ class Trajectory:
     one_sided: dict = field(default_factory=dict)
     decisions_left_out: int = 0  # one-step element-steps at a sign/clamp decided within rounding (not judged)
     decisions_adopted: int = 0  # trajectory element-steps where the reference took the implementation's outcome
+    # (fqn, "grad" | "param kind") -> what the step changed that the caller gave it (numerics.caller_contract); each
+    # also an ``errors`` row of kind "contract" (err inf, tol 0) at the first step it happened
+    breaches: dict = field(default_factory=dict)
 
 
 class _GradientReference:
@@ -286,6 +290,7 @@ def run_trajectory(
     base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
     lr_groups = _groups_by_name(stepper.optimizer, stepped) if hset.schedule else {}
     rows, snapshots, scales, noise, one_sided, adopted = [], [], {}, {}, {}, 0
+    breaches, contract = {}, []  # what a step changed of what the caller gave it: numerics.caller_contract
     skipped = impl.skipped_state  # a candidate spec's ignore (and step: none): compared on neither side
     # The one-step gate feeds one tensor's own state to a per-tensor reference: not for a group-coupled step.
     local = OneStep(reference, hp, judged, update_eps) if one_step and kind == "gradient" else None
@@ -305,7 +310,12 @@ def run_trajectory(
             before = snapshot(stepper.optimizer, stepped) if local or decides else None
             private = dict(ref.state)  # the reference's own state before the step (update never mutates it)
             decided = ref.decided_by_rounding(grads, torch.finfo(judged).eps, before) if decides else {}
+            given = Given(params)
             stepper.step()
+            for key, what in given.breaches(params).items():
+                if key not in breaches:
+                    breaches[key] = f"{what} (step {step + 1})"
+                    contract.append((step + 1, key[0], key[1], float("inf"), 0.0))
             ref.step(grads)
             if yardstick is not None:
                 yardstick.step(grads)
@@ -345,5 +355,8 @@ def run_trajectory(
     if local:
         errors = pd.concat([errors, pd.DataFrame(local.rows, columns=columns).assign(kind="one-step")],
                            ignore_index=True)
+    if contract:
+        errors = pd.concat([errors, pd.DataFrame(contract, columns=columns).assign(kind="contract")],
+                           ignore_index=True)
     return Trajectory(errors, snapshots, kept_in(stepper.optimizer, stepped, params), one_sided,
-                      local.left_out if local else 0, adopted)
+                      local.left_out if local else 0, adopted, breaches)
