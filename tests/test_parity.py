@@ -114,3 +114,19 @@ def test_torch_for_loop_passes_every_hparam_set(name, tmp_path):
     verdicts = [r for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert verdicts and {r["status"] for r in verdicts} <= {"pass", "xfail"}
     assert {r["tensor"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"]} - {"param"}  # state compared
+
+
+def test_a_failing_case_names_its_worst_departure_beside_its_first(tmp_path):
+    """The first tensor past tolerance can be a small departure; the case's line names the largest one too."""
+    import json
+
+    from optbench.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "suite=adamw", "candidate=optbench.mutants.adamw.LateBugAdamW", "impl=[candidate]",
+                 "dtype=float32", "checks=[parity]", "hparams=first", f"out_dir={out}"]) == 1
+    case = next(r for r in json.loads((out / "results.json").read_text())["rows"]
+                if r["metric"] == "parity.max_err_eps" and r["fqn"] == "" and r["status"] == "fail")
+    first, _, worst = case["detail"].partition("; worst: ")
+    assert first.startswith("first past tolerance: step 21") and worst, case["detail"]
+    assert float(worst.split(" eps")[0]) > float(first.split(": ")[-1].split(" eps")[0])

@@ -205,6 +205,13 @@ class ParityCheck:
                       f"{first.err_eps:.3g} eps > {first.tol:.3g} eps")
             if first.kind == "contract":  # numerics.caller_contract: the caller's gradient or parameter changed
                 detail = f"{first.fqn}: {(breaches or {}).get((first.fqn, first.tensor), first.tensor)}"
+            numeric = over[over.kind != "contract"]
+            if len(numeric):  # the largest departure too, where it is not the first: the bug, not a rounding
+                worst = numeric.loc[(numeric.err_eps / numeric.tol).idxmax()]
+                if (worst.step, worst.fqn, worst.tensor, worst.kind) != (first.step, first.fqn, first.tensor,
+                                                                          first.kind):
+                    detail += (f"; worst: {worst.err_eps:.3g} eps > {worst.tol:.3g} eps at step {worst.step} "
+                               f"{worst.fqn}/{worst.tensor} ({worst.kind})")
             if one_sided:
                 detail = f"{one_sided_detail(one_sided, case.suite)}; {detail}"
         else:
