@@ -52,3 +52,32 @@ def test_an_unknown_key_is_one_line_naming_the_allowed_ones():
     message = str(raised.value)
     assert len(message.splitlines()) == 1
     assert message == f"spec.yaml: unknown key(s) renme; allowed: {', '.join(sorted(KEYS))}"
+
+
+def test_a_float32_only_candidate_declares_its_dtypes_and_is_skipped_elsewhere_not_failed(tmp_path):
+    """A candidate that computes in float32 only: without ``dtypes:`` its float64 case fails; with it, that case is a
+    skip naming the spec, and its float32 case passes."""
+    import json
+
+    from optbench.cli import main
+
+    (tmp_path / "f32.py").write_text(
+        "import torch\n\nclass SGD(torch.optim.SGD):\n    @torch.no_grad()\n    def step(self, closure=None):\n"
+        "        for group in self.param_groups:\n            for p in group['params']:\n"
+        "                if p.grad is not None:\n"
+        "                    p.add_(p.grad.float().mul(-group['lr']).to(p.dtype))\n")
+    spec = tmp_path / "f32.yaml"
+    spec.write_text("class: f32.SGD\ndtypes: [float32]\n")
+    import sys
+    sys.path.insert(0, str(tmp_path))
+    try:
+        common = ["run", "suite=sgd", "impl=[candidate]", "dtype=[float64,float32]", "checks=[parity]",
+                  "options={lr: 0.1}", "steps=3"]
+        assert main([*common, "candidate=f32.SGD", f"out_dir={tmp_path / 'plain'}"]) == 1
+        assert main([*common, f"candidate={spec}", f"out_dir={tmp_path / 'declared'}"]) == 0
+        rows = json.loads((tmp_path / "declared" / "results.json").read_text())["rows"]
+        skipped = [r for r in rows if r["dtype"] == "float64" and r["status"] == "skip"]
+        assert skipped and "supports float32 only (dtypes:)" in skipped[0]["detail"]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("f32", None)

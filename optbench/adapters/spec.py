@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 import optbench.plugins as plugins
 from optbench.adapters import (  # noqa: F401 (each registers its key)
     conventions,
+    dtypes,
     error_inputs,
     fixed,
     group_schedule,

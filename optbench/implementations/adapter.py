@@ -8,6 +8,7 @@ from functools import lru_cache
 
 import torch
 
+from optbench.adapters.dtypes import unsupported as undeclared_dtype
 from optbench.hyperparameters import takes
 
 from .graphed import GraphedStep
@@ -108,7 +109,7 @@ class Implementation:
 
     def available(self, device: torch.device, dtype: torch.dtype) -> str | None:
         if self.is_candidate:
-            return None
+            return undeclared_dtype(self.spec, dtype) or None
         if self.compiled and dynamo_disables(self.optimizer_class):
             return (f"torch.compile does not compile {self.optimizer_class.__name__}.step: torch._dynamo disables it "
                     "(it runs eagerly; before dynamo's setup the first build in a process was traced, later ones "
