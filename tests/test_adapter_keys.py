@@ -74,6 +74,9 @@ def test_a_float32_only_candidate_declares_its_dtypes_and_is_skipped_elsewhere_n
         common = ["run", "suite=sgd", "impl=[candidate]", "dtype=[float64,float32]", "checks=[parity]",
                   "options={lr: 0.1}", "steps=3"]
         assert main([*common, "candidate=f32.SGD", f"out_dir={tmp_path / 'plain'}"]) == 1
+        plain = json.loads((tmp_path / "plain" / "results.json").read_text())["rows"]
+        assert {(r["dtype"], r["status"]) for r in plain if r["metric"] == "parity.max_err_eps" and not r["fqn"]} == {
+            ("float64", "fail"), ("float32", "pass")}
         assert main([*common, f"candidate={spec}", f"out_dir={tmp_path / 'declared'}"]) == 0
         rows = json.loads((tmp_path / "declared" / "results.json").read_text())["rows"]
         skipped = [r for r in rows if r["dtype"] == "float64" and r["status"] == "skip"]
@@ -81,3 +84,37 @@ def test_a_float32_only_candidate_declares_its_dtypes_and_is_skipped_elsewhere_n
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("f32", None)
+
+
+def test_options_held_at_lower_precision_are_rounded_for_the_reference_only_where_declared(tmp_path):
+    """An Adam that keeps its betas as float32 values: at float64 its departure is rounding of the betas alone, a
+    failure without ``held_as`` and a pass with ``held_as: {betas: float32}``; a real bug still fails with it."""
+    import json
+    import sys
+
+    from optbench.cli import main
+
+    (tmp_path / "f32betas.py").write_text(
+        "import torch\n\ndef f32(b):\n    return float(torch.tensor(b, dtype=torch.float32))\n\n"
+        "class Adam(torch.optim.Adam):\n    def __init__(self, params, betas=(0.9, 0.999), **kw):\n"
+        "        super().__init__(params, betas=(f32(betas[0]), f32(betas[1])), **kw)\n\n"
+        "class BuggyAdam(Adam):\n    def __init__(self, params, eps=1e-8, **kw):\n"
+        "        super().__init__(params, eps=eps * 1e3, **kw)\n")
+    for name, cls in (("held", "Adam"), ("buggy", "BuggyAdam")):
+        (tmp_path / f"{name}.yaml").write_text(f"class: f32betas.{cls}\nheld_as: {{betas: float32}}\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        common = ["run", "suite=adam", "impl=[candidate]", "dtype=float64", "checks=[parity]", "hparams=first",
+                  "steps=10"]
+        for out, candidate, code in (("plain", "f32betas.Adam", 1), ("held", tmp_path / "held.yaml", 0),
+                                     ("buggy", tmp_path / "buggy.yaml", 1)):
+            assert main([*common, f"candidate={candidate}", f"out_dir={tmp_path / out}"]) == code, out
+            rows = json.loads((tmp_path / out / "results.json").read_text())["rows"]
+            assert not [r for r in rows if r["status"] == "error"], out
+            assert [r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and not r["fqn"]] == [
+                "fail" if code else "pass"], out
+        meta = json.loads((tmp_path / "held" / "results.json").read_text())["candidate"]
+        assert meta["class"] == "f32betas.Adam"
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("f32betas", None)

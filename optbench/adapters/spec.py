@@ -24,6 +24,7 @@ from optbench.adapters import (  # noqa: F401 (each registers its key)
     error_inputs,
     fixed,
     group_schedule,
+    held_as,
     note,
     prepare,
     rejects,

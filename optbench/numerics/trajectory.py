@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from optbench.adapters.held_as import held as held_precision
 from optbench.implementations import Implementation
 from optbench.numerics.accuracy import err_eps, magnitude, tolerance_eps
 from optbench.numerics.caller_contract import Given
@@ -267,6 +268,7 @@ def run_trajectory(
     tighter = torch.finfo(judged).eps / eps  # rows stay in eps of ``dtype``; masters are held to float32's tolerance
     start = {n: as_array(p) for n, p in params.items()}  # float64 copies (complex128 for complex parameters)
     hp = hset.reference_hp(list(params), defaults, {**(reference_options or {}), "dtype_eps": torch.finfo(judged).eps})
+    hp = {name: held_precision(h, impl.spec) for name, h in hp.items()}  # options the library holds at lower precision
     for name, meta in workload.meta.items():  # what the parameter carries besides its values (u-muP's mup_type)
         if name in hp:
             hp[name]["param_meta"] = dict(meta)
