@@ -224,7 +224,8 @@ def test_third_party_lions_at_every_dtype(library, tmp_path):
     bad = {(r["check"], r["metric"]) for r in rows_of(tmp_path) if r["status"] in ("fail", "error")}
     assert code == 0 and not bad, bad
     xfail = {(r["metric"], r["finding"]) for r in rows_of(tmp_path) if r["status"] == "xfail"}
-    assert xfail == (set() if library == "lion_pytorch" else {("roundtrip.name_aware", "F38")})
+    assert xfail == (set() if library == "lion_pytorch" else {  # F48: maximize negates the caller's gradient
+        ("roundtrip.name_aware", "F38"), ("parity.max_err_eps", "F48"), ("deviation.max_err_eps", "F48")})
     assert {r["dtype"] for r in rows_of(tmp_path) if r["check"] == "parity" and r["status"] == "pass"} == {
         "float64", "float32", "bfloat16"}
 
