@@ -38,6 +38,8 @@ def failing(tmp_path):
     (["run", "suite=adam", "dtype=float8"], "unknown dtype 'float8'"),
     (["run", "suite=adam", "impl=[fusd]"], "did you mean 'fused'?"),
     (["run", "suite=adam", "candidate=nope.Missing"], "cannot import candidate module 'nope'"),
+    (["run", "suite=adam", "candidate=torch.optim.Adam", "candidate_kwargs={foo: 1}"],
+     "candidate_kwargs: Adam takes no foo"),
     (["run", "suite=adam", "candidate=json.JSONDecoder"], "is not a torch.optim.Optimizer subclass"),
     (["run", "suite=adam", "stepz=3"], "stepz"),
     (["run", "suite=adam", "steps=abc"], "steps=abc: need a whole number"),

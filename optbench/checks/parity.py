@@ -192,7 +192,7 @@ class ParityCheck:
 
     def _rows(self, case: Case, gated, declared, one_sided: dict, left_out: int = 0,
               breaches: dict | None = None) -> tuple[list[dict], str]:
-        labels = case.labels
+        labels, breaches = case.labels, breaches or {}
         over = gated[gated.err_eps > gated.tol]
         broken = gated[gated.kind == "contract"]
         drift, local = gated[gated.kind == "trajectory"], gated[gated.kind == "one-step"]
@@ -204,7 +204,7 @@ class ParityCheck:
             detail = (f"first past tolerance: step {first.step} {first.fqn}/{first.tensor} ({first.kind}): "
                       f"{first.err_eps:.3g} eps > {first.tol:.3g} eps")
             if first.kind == "contract":  # numerics.caller_contract: the caller's gradient or parameter changed
-                detail = f"{first.fqn}: {(breaches or {}).get((first.fqn, first.tensor), first.tensor)}"
+                detail = f"{first.fqn}: {breaches.get((first.fqn, first.tensor), first.tensor)}"
             numeric = over[over.kind != "contract"]
             if len(numeric):  # the largest departure too, where it is not the first: the bug, not a rounding
                 worst = numeric.loc[(numeric.err_eps / numeric.tol).idxmax()]
@@ -244,7 +244,7 @@ class ParityCheck:
                  for step, err in drift.groupby("step").err_eps.max().items()]
         rows += [row(labels, check="parity", metric=PARITY_CALLER_CONTRACT, value=1, status="fail", fqn=b.fqn,
                      tensor=b.tensor, step=int(b.step), gate="contract",
-                     detail=(breaches or {}).get((b.fqn, b.tensor), ""))
+                     detail=breaches.get((b.fqn, b.tensor), ""))
                  for b in broken.itertuples()]
         if len(local):
             local_over = local[local.err_eps > local.tol]

@@ -39,6 +39,7 @@ from optbench.engine.selection import (
     resolve_steps,
     resolve_timing,
 )
+from optbench.implementations.candidate import candidate_meta
 from optbench.reference import load_reference
 from optbench.settings import Settings
 from optbench.suite.catalog import is_meta, replaced, resolve, suite_files
@@ -117,8 +118,6 @@ class Planner:
     def blueprint(self) -> Blueprint:
         """The plan as data, with the candidate's description (``implementations.candidate.candidate_meta``)."""
         if self._blueprint is None:
-            from optbench.implementations.candidate import candidate_meta
-
             entries = tuple(Entry(check.name, case.labels, group_key(case.suite.name, check.group(case)),
                                   bool(getattr(case.impl, "compiled", False))) for check, case in self.plan())
             candidate, meta = self.ctx.candidate, None

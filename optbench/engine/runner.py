@@ -32,7 +32,7 @@ from optbench.engine.pool import Pool
 from optbench.engine.remote_plan import plan_in_worker
 from optbench.engine.units import Unit, cut_into_units, longest_first, unfinished
 from optbench.engine.writer import RunWriter
-from optbench.implementations.candidate import candidate_meta, defaults_warning, unchecked
+from optbench.implementations.candidate import defaults_warning, unchecked
 from optbench.journal import Record
 from optbench.results import CASE_KEY, FINISHED, STOPPED, Results
 from optbench.usage import UsageError
@@ -60,9 +60,6 @@ class SuiteRun:
         self.executor = Executor(self.ctx, self.seed) if self.ctx is not None else None
         meta_info = {"machine": machine_info(self.device) if probe_machine else {},
                      "config": OmegaConf.to_container(cfg, resolve=True), "suites": [s.name for s in self.suites]}
-        if self.ctx is not None and (candidate := self.ctx.candidate) is not None:
-            meta_info["candidate"] = candidate_meta(candidate, self.suites[0].defaults(candidate.optimizer_class,
-                                                                                       candidate.spec))
         self.results = Results(Path(out_dir), meta_info)
         self._blueprint: Blueprint | None = None
         self.writer = RunWriter(self.results, echo, p.max_failures)
@@ -75,14 +72,13 @@ class SuiteRun:
 
     def blueprint(self) -> Blueprint:
         """The plan as data: made here, or, where the candidate is imported in workers only, in a worker (under
-        ``case_timeout_s``; a candidate that exits, crashes or hangs there is a one-line UsageError)."""
+        ``case_timeout_s``; a candidate that exits, crashes or hangs there is a one-line UsageError). The
+        candidate's description in results.json is the blueprint's."""
         if self._blueprint is None:
-            if self.candidate_in_workers:
-                self._blueprint = plan_in_worker(self.results.meta["config"], self.config_dirs, self.case_timeout_s)
-                if self._blueprint.candidate_meta is not None:
-                    self.results.meta["candidate"] = self._blueprint.candidate_meta
-            else:
-                self._blueprint = self.planner.blueprint()
+            self._blueprint = (plan_in_worker(self.results.meta["config"], self.config_dirs, self.case_timeout_s)
+                               if self.candidate_in_workers else self.planner.blueprint())
+            if self._blueprint.candidate_meta is not None:
+                self.results.meta["candidate"] = self._blueprint.candidate_meta
         return self._blueprint
 
     def plan_fingerprint(self) -> str:
@@ -198,9 +194,7 @@ class SuiteRun:
             run_repeated(self, units, repeats, init)
 
     def candidate_name(self) -> str | None:
-        """The candidate's implementation name (None without one)."""
-        if self.ctx is not None:
-            return self.ctx.candidate.name if self.ctx.candidate is not None else None
+        """The candidate's implementation name (None without one, or before the run is planned)."""
         return self._blueprint.candidate if self._blueprint is not None else None
 
     def start(self) -> None:

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from optbench.adapters.spec import CandidateSpec, CandidateSpecError, is_spec_file, load_spec_file
 from optbench.checks import REGISTRY
 from optbench.checks.error_inputs import exception_class
-from optbench.hyperparameters import plain
+from optbench.hyperparameters import not_taken, plain
 from optbench.implementations import (
     TORCH_VARIANTS,
     CandidateError,
@@ -135,8 +135,6 @@ def resolve_options(cfg: DictConfig, suite: Suite) -> Suite:
         return suite
     cls = suite.optimizer_class()
     if cls is not None:
-        from optbench.hyperparameters import not_taken
-
         unknown = not_taken(cls, options)
         if unknown:
             raise UsageError(f"options: {cls.__name__} takes no {', '.join(unknown)}")
@@ -209,6 +207,8 @@ def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:
                                              _mapping(cfg, "candidate_kwargs"))
     except (CandidateError, CandidateSpecError) as exc:
         raise UsageError(str(exc)) from None
+    if unknown := not_taken(candidate.optimizer_class, _mapping(cfg, "candidate_kwargs") or {}):
+        raise UsageError(f"candidate_kwargs: {candidate.optimizer_class.__name__} takes no {', '.join(unknown)}")
     rule = str(cfg.get("candidate_deviations", "auto"))
     if rule not in CANDIDATE_DEVIATIONS:
         raise UsageError(f"candidate_deviations={rule}: {did_you_mean(rule, CANDIDATE_DEVIATIONS)}")

@@ -34,7 +34,7 @@ class Given:
     """The gradients (the tensors and a copy of their bits) and the parameters' kinds, as the caller set them."""
 
     def __init__(self, params: dict[str, torch.Tensor]):
-        self.grads = {n: (p.grad, _bits(p.grad).clone()) for n, p in params.items() if p.grad is not None}
+        self.grads = {n: (p.grad, _bits(p.grad)) for n, p in params.items() if p.grad is not None}  # _bits copies
         self.kinds = {n: _kind(p) for n, p in params.items()}
 
     def breaches(self, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], str]:

@@ -51,7 +51,7 @@ def escape(text) -> str:
 
 def markdown(df: pd.DataFrame) -> str:
     """Markdown pipe table of ``df`` (pandas' ``to_markdown``, through tabulate: a declared dependency), every cell
-    escaped (``escape``) but ``**bold**``, which the tables use."""
+    escaped (``escape``; ``*`` is left alone, so a table's ``**bold**`` stays bold)."""
     if df.empty:
         return "_none_"
     df = df.astype(str).apply(lambda c: c.map(escape))
