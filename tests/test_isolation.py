@@ -162,7 +162,8 @@ def uninterrupted(tmp_path_factory):
     """The plain run with two workers, and in this process (jobs=0); once per test session, whichever pytest-xdist
     worker asks first (xdist's recipe for a session fixture: a lock in the temporary folder the workers share;
     pytest 9.2 drops the node-id suffix xdist's loadgroup distribution relies on)."""
-    shared = tmp_path_factory.getbasetemp().parent
+    base = tmp_path_factory.getbasetemp()  # under xdist, a worker's folder in the session's: its parent is shared
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # (else it is every session's)
     outs = {jobs: shared / "uninterrupted" / f"jobs{jobs}" for jobs in (2, 0)}
     with FileLock(shared / "uninterrupted.lock"):
         for jobs, out in outs.items():

@@ -69,6 +69,7 @@ class Worker:
         self.unit: Unit | None = None
         self.current: int | None = None  # the plan index of the case running now
         self.started_at = 0.0
+        self.born = time.monotonic()  # a worker not ready START_TIMEOUT_S after this ends the run
         self.ready = False
         self.keep_log = False
         self.units_run = 0
@@ -116,10 +117,12 @@ class Worker:
 
 class Pool:
     """Run units on up to ``jobs`` workers; ``record(index, rows, line)`` is called once per planned case, in
-    the order cases finish, in this (the parent's) thread: the run's one writer."""
+    the order cases finish, in this (the parent's) thread: the run's one writer. ``fingerprint()`` is the plan's,
+    which each worker's must match: asked once a worker is ready, so workers may be started (``prestart``) while
+    the parent still plans."""
 
     def __init__(self, jobs: int, init: dict, logs: Path, timeout_s: float, labels_of: Callable[[int], dict],
-                 record: Callable[[int, list[dict], str], None], fingerprint: str):
+                 record: Callable[[int, list[dict], str], None], fingerprint: Callable[[], str]):
         self.jobs, self.init, self.logs, self.timeout_s = max(1, jobs), init, logs, float(timeout_s)
         self.labels_of, self.record, self.fingerprint = labels_of, record, fingerprint
         self.events: queue.Queue = queue.Queue()
@@ -139,6 +142,11 @@ class Pool:
                 worker = idle.pop() if idle else self._start()
                 self._assign(worker, pending.popleft())
             self._handle(pending)
+
+    def prestart(self) -> None:
+        """Start the pool's workers now: they import torch and plan the run while this process plans it too."""
+        while len(self.workers) < self.jobs:
+            self._start()
 
     def _busy(self) -> int:
         return sum(w.unit is not None for w in self.workers)
@@ -161,18 +169,19 @@ class Pool:
 
     def _handle(self, pending: deque) -> None:
         busy = [w for w in self.workers if w.unit is not None]
-        deadline = min((w.started_at + (self.timeout_s if w.ready else START_TIMEOUT_S) for w in busy
-                        if w.current is not None or not w.ready), default=None)
+        deadline = min([w.started_at + self.timeout_s for w in busy if w.ready and w.current is not None]
+                       + [w.born + START_TIMEOUT_S for w in self.workers if not w.ready], default=None)
         wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()) + 0.05)
         try:  # never blocks for long: Ctrl-C and SIGTERM reach this thread within a second
             worker, event = self.events.get(timeout=wait)
         except queue.Empty:
             now = time.monotonic()
-            for w in busy:
-                if not w.ready and now - w.started_at > START_TIMEOUT_S:
+            for w in self.workers:
+                if not w.ready and now - w.born > START_TIMEOUT_S:
                     w.kill()
                     raise WorkerStartError(f"a worker did not start in {START_TIMEOUT_S} s: "
                                            f"{w.stderr_tail() or 'no output'}")
+            for w in busy:
                 if w.current is not None and now - w.started_at > self.timeout_s:
                     w.kill()
                     self._died(w, pending, f"ran past case_timeout_s={self.timeout_s:g} s and was killed")
@@ -181,7 +190,7 @@ class Pool:
             return  # a replaced worker's last words
         kind = event["ev"]
         if kind == "ready":
-            if event["fingerprint"] != self.fingerprint:
+            if event["fingerprint"] != self.fingerprint():
                 raise WorkerStartError("a worker planned other cases than the run did (plan fingerprints differ)")
             worker.ready = True
             if worker.unit is not None:

@@ -64,6 +64,7 @@ class SuiteRun:
         self._blueprint: Blueprint | None = None
         self.writer = RunWriter(self.results, echo, p.max_failures)
         self._group = None
+        self._pool: Pool | None = None  # the run's workers, started before it is planned
 
     @property
     def candidate_in_workers(self) -> bool:
@@ -102,6 +103,9 @@ class SuiteRun:
         lock = claim(self.results.out_dir, resume=resume is not None)
         try:
             self.start()
+            if self.jobs:  # the workers import torch and plan while this process plans: their start costs no time
+                self._pool = self.pool(self._init(), self.writer.record)
+                self._pool.prestart()
             try:
                 with sigterm_interrupts():  # planning probes the implementations (a kernel may build): minutes
                     plan = self.blueprint().entries
@@ -126,6 +130,8 @@ class SuiteRun:
             return self.finish(run=how | {"planned_cases": len(plan), "finished_cases": len(recorded),
                                           "jobs": self.jobs})
         finally:
+            if self._pool is not None:
+                self._pool.close()
             lock.release()
 
     def _run_plan(self, resume: Record | None) -> dict:
@@ -171,20 +177,23 @@ class SuiteRun:
                         self.writer.record(index, rows, line)
             self._repeat(repeated, repeats, None)
             return
-        init = {"op": "init", "cfg": self.results.meta["config"], "config_dirs": self.config_dirs,
-                "sys_path": list(sys.path)}
-        pool = self.pool(init, self.writer.record)
+        pool = self._pool or self.pool(self._init(), self.writer.record)
         try:
             pool.run(longest_first(parallel, self.blueprint().entries))
             pool.run(timing, jobs=1)  # timing alone: no other worker runs a case meanwhile
         finally:
             pool.close()
-        self._repeat(repeated, repeats, init)
+        self._repeat(repeated, repeats, self._init())
+
+    def _init(self) -> dict:
+        """What a worker is sent first: the run's config, from which it plans the run."""
+        return {"op": "init", "cfg": self.results.meta["config"], "config_dirs": self.config_dirs,
+                "sys_path": list(sys.path)}
 
     def pool(self, init: dict, record, jobs: int | None = None) -> Pool:
         """Worker processes (``jobs``, else the run's) for this run's plan, each finished case to ``record``."""
         return Pool(jobs or self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
-                    record, self.plan_fingerprint())
+                    record, self.plan_fingerprint)
 
     def _repeat(self, units: list[Unit], repeats: int, init: dict | None) -> None:
         """The speed units ``repeats`` times (optbench.engine.repeats.run_repeated); each case recorded once."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import SPEED_RATIO, SPEED_REPEAT_RATIO, TIME_ROUND_MS
@@ -60,6 +59,8 @@ class Anchors:
 def compare_anchored(key: tuple, base: Anchors, new: Anchors, confidence: float) -> dict | None:
     """(ratio, ci_low, ci_high, p, method note) of the case's paired ratio, new over baseline run; None where the
     runs did not both pair it with the same baseline."""
+    from scipy import stats  # (imported here: 0.75 s a process that never tests)
+
     b_anchor, n_anchor = base.baseline(key), new.baseline(key)
     if b_anchor is None or b_anchor != n_anchor:
         return None

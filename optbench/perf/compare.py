@@ -33,7 +33,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from optbench.metrics import TIME_REPEAT_MS, TIME_ROUND_MS, TIME_STEP_MS, TIME_UNSTABLE
 from optbench.perf.anchored import Anchors, compare_anchored
@@ -123,6 +122,8 @@ def compare_case(base: np.ndarray, new: np.ndarray, base_ms: float, new_ms: floa
     """The ratio, interval, p-value and verdict for one case present in both runs; ``repeats``: each run's
     process-level repeat medians, tested between processes where both have two or more; ``anchored``: the
     comparison through a baseline both runs timed with the case (optbench.perf.anchored), which decides."""
+    from scipy import stats  # (imported here: 0.75 s a process that never tests)
+
     base_ms = base_ms if math.isfinite(base_ms) else float(np.median(base)) if len(base) else math.nan
     new_ms = new_ms if math.isfinite(new_ms) else float(np.median(new)) if len(new) else math.nan
     out = dict(base_ms=base_ms, new_ms=new_ms, ratio=new_ms / base_ms if base_ms > 0 else math.nan,

@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from optbench.implementations.torch_variants import TORCH_VARIANTS
 from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS
-from optbench.report.plots import save
+from optbench.report.plots import pyplot, save
 from optbench.report.tables import escape, num
 from optbench.results import DECLARED, FAILING, NO_VERDICT
 from optbench.suite.spec import DTYPES
@@ -109,7 +105,7 @@ def heatmap(rows: pd.DataFrame, path: Path) -> bool:
                 ratio[r, c] = np.log10(max(value, 1e-300) / cell.tol)
     height = max(3.0, 0.28 * len(row_keys) + 2.0)
     width = max(6.0, 0.95 * len(columns) + 4.5)
-    fig, ax = plt.subplots(figsize=(width, height))
+    fig, ax = pyplot().subplots(figsize=(width, height))
     shown = np.clip(ratio, -3, 3)
     image = ax.imshow(np.ma.masked_invalid(shown), cmap="RdYlGn_r", vmin=-3, vmax=3, aspect="auto")
     ax.imshow(np.ma.masked_where(gray == 0, gray), cmap="Greys", vmin=0, vmax=4, aspect="auto")

@@ -34,7 +34,7 @@ from optbench.metrics import (
     TIME_STEP_MS_CV,
     TIME_STEP_MS_IQR,
 )
-from optbench.report.plots import plt, save
+from optbench.report.plots import pyplot, save
 from optbench.report.tables import CASE, FORLOOP, by_case, eng, num
 
 TIMING = CASE + ["workload"]
@@ -140,7 +140,7 @@ def scaling_plot(rows: pd.DataFrame, path: Path) -> bool:
         path.unlink(missing_ok=True)
         return False
     suites = list(dict.fromkeys(wide["suite"]))
-    fig, axes = plt.subplots(len(suites), 3, figsize=(15, 3.8 * len(suites)), squeeze=False)
+    fig, axes = pyplot().subplots(len(suites), 3, figsize=(15, 3.8 * len(suites)), squeeze=False)
     for ax_row, suite in zip(axes, suites):
         sub = wide[wide["suite"] == suite]
         for (impl, dtype), line in sub.groupby(["impl", "dtype"], sort=False):

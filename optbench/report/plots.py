@@ -5,10 +5,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -20,12 +16,23 @@ from optbench.results import atomic_write
 PNG_META = {"Software": None}  # no version stamp: identical inputs give identical bytes
 
 
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, imported on first use: a process that draws nothing (a worker, a
+    run with ``report.plots=false``) does not pay its import (0.3 s)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def save(fig, path: Path) -> bool:
     """``fig`` as a PNG at ``path``, written atomically (``results.atomic_write``)."""
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=100, metadata=PNG_META)
-    plt.close(fig)
+    pyplot().close(fig)
     atomic_write(path, png.getvalue())
     return True
 
@@ -38,7 +45,7 @@ def step_time(wide: pd.DataFrame, path: Path) -> bool:
     many = wide["suite"].nunique() > 1
     wide = wide.assign(label=(wide["suite"] + " " if many else "") + wide["impl"])
     dtypes, labels = list(dict.fromkeys(wide["dtype"])), list(dict.fromkeys(wide["label"]))
-    width = 0.8 / len(labels)
+    width, plt = 0.8 / len(labels), pyplot()
     fig, ax = plt.subplots(figsize=(min(40.0, max(8.0, 3 + 1.5 * len(dtypes) * max(1, len(labels) / 3))), 4.5))
     for i, label in enumerate(labels):
         sub = wide[wide["label"] == label].set_index("dtype").reindex(dtypes)
@@ -68,6 +75,7 @@ def error_vs_step(rows: pd.DataFrame, path: Path) -> bool:
                      step=sel["step"].astype(float))
     dtypes = list(dict.fromkeys(sel["dtype"]))
     series = list(dict.fromkeys(zip(sel["impl"], sel["hparams"])))
+    plt = pyplot()
     colors = {k: plt.get_cmap("tab10" if len(series) <= 10 else "tab20")(i % 20) for i, k in enumerate(series)}
     fig, axes = plt.subplots(len(dtypes), 1, sharex=True, squeeze=False, figsize=(9, 2.8 * len(dtypes) + 0.8))
     steps = np.arange(1, int(sel["step"].max()) + 1)

@@ -63,8 +63,13 @@ def suite_names(config_dirs=()) -> list[str]:
 def _load(entry) -> DictConfig:
     """A suite file (a copy: callers may change it), or a one-line UsageError naming the file (and line) when
     it is not a suite file. Each file's text is parsed once per process (a run reads each file several times)."""
-    text = entry.read_text(encoding="utf-8")
-    return copy.deepcopy(_parsed(entry.name, text, str(entry)))
+    return copy.deepcopy(_read(entry))
+
+
+def _read(entry) -> DictConfig:
+    """A suite file as parsed, shared: only to read (``_load`` is the copy to change; a deep copy of an
+    OmegaConf tree costs milliseconds, and listing the suites reads every file dozens of times)."""
+    return _parsed(entry.name, entry.read_text(encoding="utf-8"), str(entry))
 
 
 @lru_cache(maxsize=256)
@@ -94,21 +99,21 @@ def check_suite_file(name: str, config_dirs=()) -> None:
     """Read the suite file ``suite=name`` selects: a YAML error or a wrong ``name:`` is a UsageError."""
     files = suite_files(config_dirs)
     if name in files:
-        _load(files[name])
+        _read(files[name])
 
 
 def optimizer_suite_names(config_dirs=()) -> list[str]:
     """The single-optimizer suites (every file with a ``reference`` and an ``optimizer`` of its own), for
     ``members: all``."""
     return [name for name, entry in suite_files(config_dirs).items()
-            if "reference" in (cfg := _load(entry)) and cfg.get("optimizer") is not None]
+            if "reference" in (cfg := _read(entry)) and cfg.get("optimizer") is not None]
 
 
 def candidate_suite_names(config_dirs=()) -> list[str]:
     """Suites with a ``reference`` but no optimizer of their own (``optimizer: null``): they check a
     ``candidate=`` only, so ``members: all`` leaves them out (a meta-suite takes no candidate)."""
     return [name for name, entry in suite_files(config_dirs).items()
-            if "reference" in (cfg := _load(entry)) and cfg.get("optimizer") is None]
+            if "reference" in (cfg := _read(entry)) and cfg.get("optimizer") is None]
 
 
 def is_meta(suite_cfg: DictConfig) -> bool:
