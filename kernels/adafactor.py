@@ -12,7 +12,7 @@ Only the evaluation order differs from torch; per step t, for each parameter wit
     v = row_var @ col_var / max(mean_{-2}(row_var), eps1)
     u = g / sqrt(max(v, eps1^2)); p = p * (1 - lr*wd) - alpha / max(1, RMS(u)/d) * u
 
-A factored tensor (kernels/csrc/adafactor.cpp) takes three passes over g and never materialises v or u:
+A factored tensor (kernels/csrc/adafactor_math.cpp) takes three passes over g and never materialises v or u:
 (1) row and column sums of g^2; then the O(n + m) factor update, keeping ra_i = 1/sqrt(row_var_i / max(
 mean(row_var), eps1)) and rc_j = 1/sqrt(col_var_j), so that 1/sqrt(max(v_ij, eps1^2)) = min(ra_i rc_j,
 1/eps1); (2) sums of u^2 and p^2 (p before weight decay); (3) the update, p read and written once. One
@@ -46,7 +46,7 @@ from torch.optim import Optimizer
 
 __all__ = ["Adafactor", "TritonAdafactor", "build"]
 
-SOURCE = pathlib.Path(__file__).with_name("csrc") / "adafactor.cpp"
+SOURCES = [pathlib.Path(__file__).with_name("csrc") / name for name in ("adafactor.cpp", "adafactor_math.cpp")]
 _BUILT: dict = {}
 
 
@@ -71,8 +71,8 @@ def build():
             suffix, cflags, ldflags = _flags()
             name = f"optbench_adafactor_{suffix}"
             with _build_guard(name):
-                _BUILT["module"] = load(name=name, sources=[str(SOURCE)], extra_cflags=cflags, extra_ldflags=ldflags,
-                                        verbose=False)
+                _BUILT["module"] = load(name=name, sources=[str(s) for s in SOURCES], extra_cflags=cflags,
+                                        extra_ldflags=ldflags, verbose=False)
         except Exception as exc:
             lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
             reason = next((ln for ln in lines if "error" in ln.lower() and ln != lines[0]), lines[0])

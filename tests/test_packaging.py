@@ -30,7 +30,8 @@ def test_every_package_of_the_tree_is_listed():
 def test_data_files_are_shipped():
     data = SETUPTOOLS["package-data"]
     assert set(data["optbench.suites"]) >= {"*.yaml", "suite/*.yaml", "device/*.yaml"}
-    assert "csrc/*.cpp" in data["optbench.kernels"] and list((ROOT / "kernels" / "csrc").glob("*.cpp"))
+    assert {"csrc/*.cpp", "csrc/*.h"} <= set(data["optbench.kernels"])
+    assert list((ROOT / "kernels" / "csrc").glob("*.cpp")) and list((ROOT / "kernels" / "csrc").glob("*.h"))
 
 
 def test_every_public_name_resolves():

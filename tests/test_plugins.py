@@ -52,14 +52,15 @@ def test_optbench_list_shows_each_plugin_and_where_it_came_from(site, tmp_path):
 def test_a_plugins_suite_reference_and_check_run_and_a_wrong_optimizer_fails(site, tmp_path):
     """The plugin's suite runs against the plugin's reference, with the plugin's own check planned, run, reported
     and counted; a deliberately wrong Signum fails the same suite's parity."""
-    run = ["run", "suite=signum", "checks=[parity,cross,roundtrip,errors,step_size]", "jobs=1"]
+    run = ["run", "suite=signum", "checks=[parity,cross,roundtrip,errors,step_size]", "jobs=1",
+           "dtype=float32"]  # (the plugin's parts at one dtype: the dtypes are the core's, tested elsewhere)
     proc = optbench(site, *run, f"out_dir={tmp_path / 'ok'}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "verdict: PASS" in proc.stdout
     report = (tmp_path / "ok" / "report.md").read_text()
     assert "## Step size after one step (plugin check)" in report and "step_size: " in report
-    proc = optbench(site, *run[:2], "checks=[parity]", "candidate=optbench_plugin_example.BrokenSignum",
-                    "impl=[candidate]", f"out_dir={tmp_path / 'broken'}", cwd=tmp_path)
+    proc = optbench(site, *run[:2], "dtype=float32", "checks=[parity]", "impl=[candidate]",
+                    "candidate=optbench_plugin_example.BrokenSignum", f"out_dir={tmp_path / 'broken'}", cwd=tmp_path)
     assert proc.returncode == 1 and "verdict: FAIL" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
