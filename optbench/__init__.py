@@ -11,7 +11,8 @@ What a user's code and an extension need, by name (the rest of the package is op
 * a reference: the protocols of its three kinds (``GradientReference``, ``ClosureReference``, ``GroupReference``),
   ``load_reference``;
 * an adapter key: ``adapter_key`` (``optbench.adapters.registry``), ``CandidateSpec``, ``CandidateSpecError``;
-* results: ``load_run``, ``verdict``; plugins: ``plugins`` (``optbench.plugins``, entry point groups ``GROUPS``).
+* results: ``load_run``, ``verdict``; plugins: ``plugins`` (``optbench.plugins``, entry point groups ``GROUPS``);
+* a run from Python: ``run`` (``optbench run``'s overrides; its ``Results``) and ``exit_code``.
 
 The extension names import on first use, so ``import optbench`` stays as light as the state_dict helpers need.
 """
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # the names below, for type checkers and readers (imported on
     from .cases import Case, Outcome, RunContext  # noqa: F401
     from .checks.base import Check  # noqa: F401
     from .checks.registry import register_check  # noqa: F401
+    from .engine.direct import exit_code, run  # noqa: F401
     from .reference import load_reference  # noqa: F401
     from .reference.contract import ClosureReference, GradientReference, GroupReference  # noqa: F401
     from .results import DECLARED, FAILING, NO_VERDICT, PASSING, load_run, verdict  # noqa: F401
@@ -43,6 +45,7 @@ _LAZY = {
     "GroupReference": "optbench.reference.contract", "load_reference": "optbench.reference",
     "adapter_key": "optbench.adapters.registry", "CandidateSpecError": "optbench.adapters.registry",
     "CandidateSpec": "optbench.adapters.spec", "Settings": "optbench.settings", "Block": "optbench.settings",
+    "run": "optbench.engine.direct", "exit_code": "optbench.engine.direct",
 }
 
 

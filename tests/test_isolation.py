@@ -24,8 +24,10 @@ REPO = Path(__file__).parents[1]
 # one case worker: what a candidate does to its worker needs no second (the rows with 2 workers: PLAIN_RUN)
 CANDIDATE_RUN = ["jobs=1", "suite=sgd", "dtype=float32", "impl=[for-loop,candidate]", "options={lr: 0.1}",
                  "checks=[parity,cross]", "history_dir=null"]
+# five of SGD's hparam sets (the round-trip's among them): units enough to share among workers and to interrupt
 PLAIN_RUN = ["jobs=2", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]",
-             "checks=[parity,cross,roundtrip,errors]", "steps=5", "history_dir=null"]
+             "checks=[parity,cross,roundtrip,errors]", "steps=5", "history_dir=null",
+             "hparams=[default,momentum,nesterov,maximize_weight_decay,momentum_dampening_maximize_groups]"]
 
 
 def optbench(*args, timeout=600) -> subprocess.CompletedProcess:
@@ -178,7 +180,7 @@ def test_the_rows_are_the_same_whatever_the_number_of_workers(uninterrupted, tmp
     done = optbench("run", *PLAIN_RUN[1:], "jobs=1", f"out_dir={tmp_path / 'one'}")
     assert done.returncode == 0, done.stderr
     one = verdict_rows(tmp_path / "one")
-    assert len(one) > 1000
+    assert len(one) > 300
     assert one == verdict_rows(uninterrupted[2]) == verdict_rows(uninterrupted[0])
 
 

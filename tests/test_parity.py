@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from optbench.cli import main
+import optbench
 from optbench.implementations import Implementation
 from optbench.numerics.accuracy import cross_error, err_eps
 from optbench.numerics.trajectory import run_trajectory, snapshot
@@ -107,8 +107,8 @@ def test_materialized_params_never_alias_the_workload():
 def test_torch_for_loop_passes_every_hparam_set(name, tmp_path):
     """torch's for-loop against the reference, every hparam set, float64 and float32: pass, or a
     declared deviation (xfail). This is the oracle agreeing with a correct torch."""
-    code = main(["run", f"suite={name}", "impl=[for-loop]", "dtype=[float64,float32]", "steps=12",
-                 "checks=[parity,deviations]", f"out_dir={tmp_path}"])
+    code = optbench.exit_code(optbench.run([f"suite={name}", "impl=[for-loop]", "dtype=[float64,float32]", "steps=12",
+                                            "checks=[parity,deviations]", f"out_dir={tmp_path}"]))
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert code == 0, [(r["hparams"], r["dtype"], r["detail"]) for r in rows if r["status"] in ("fail", "error")]
     verdicts = [r for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
@@ -118,8 +118,6 @@ def test_torch_for_loop_passes_every_hparam_set(name, tmp_path):
 
 def test_a_failing_case_names_its_worst_departure_beside_its_first(tmp_path):
     """The first tensor past tolerance can be a small departure; the case's line names the largest one too."""
-    import json
-
     from optbench.cli import main
 
     out = tmp_path / "run"

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 import optbench.checks  # noqa: F401  (the checks' config blocks, which Hydra's app composes: optbench.checks.registry)
 from optbench.config import CONFIG_MODULE, compose_config, expand_globs, precheck, search_path
+from optbench.engine.direct import exit_code
 from optbench.results import FINISHED
 from optbench.usage import EXIT_CHECK_FAILED, UsageError, fail, worst
 
@@ -58,7 +59,7 @@ def say_how_it_ended(results) -> int:
               file=sys.stderr)
     outcome = results.verdict  # computed over every row: once
     print("verdict:", outcome)
-    return 128 + run["signal"] if run.get("signal") else outcome.exit_code
+    return exit_code(results, outcome)
 
 
 def run_command(args: list[str]) -> int:

@@ -19,8 +19,16 @@ ParamGroups = list[dict]  # torch param groups whose "params" are (name, tensor)
 @lru_cache(maxsize=None)
 def dynamo_disables(optimizer_class: type) -> bool:
     """Whether torch._dynamo refuses to trace the class's step (LBFGS, SparseAdam): its one-time setup, run by the
-    first torch.compile of a process, wraps those steps in torch.compiler.disable."""
-    torch.compile(lambda x: x)  # builds nothing until called; runs the setup
+    first torch.compile of a process, wraps those steps in torch.compiler.disable. The setup is run alone where
+    torch names it (``TorchPatcher.patch``, which every torch.compile runs first): a torch.compile call also imports
+    inductor, 2.4 s of a process that may never compile."""
+    from torch._dynamo import eval_frame
+
+    patcher = getattr(eval_frame, "TorchPatcher", None)
+    if patcher is not None and callable(getattr(patcher, "patch", None)):
+        patcher.patch()
+    else:  # another torch: the public way
+        torch.compile(lambda x: x)  # builds nothing until called; runs the setup
     return bool(getattr(optimizer_class.step, "_torchdynamo_disable", False))
 
 

@@ -1,0 +1,41 @@
+"""A run from Python: ``optbench.run(["suite=adam", "dtype=float32"])``.
+
+The overrides are those of ``optbench run``; the config is composed once with Hydra's compose API, then planned
+and run as the command runs it (the same planner, workers, checks, results.json, report.md). What it leaves out is
+Hydra's app: no ``.hydra/`` folder in out_dir, no sweeps (``-m``), no ``--cfg``; a third of the time of a small
+run (the app composes the config twice more). A bad override or out_dir is a ``UsageError``, before anything is
+written. ``exit_code`` is the code ``optbench run`` would exit with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from optbench.config import compose_config, expand_globs, precheck
+from optbench.results import Results
+
+
+def run(overrides: list[str] | tuple[str, ...] = (), config_dirs=(), echo=print) -> Results:
+    """Run ``overrides`` (as ``optbench run`` takes them; ``config_dirs``: its ``--config-dir`` folders) in this
+    process's control and return its results (``.verdict``, ``.rows``, ``.out_dir``); ``echo`` gets its lines."""
+    from optbench.engine.out_dir import refuse_reuse
+    from optbench.engine.runner import SuiteRun
+
+    config_dirs = [str(Path(d).resolve()) for d in config_dirs]
+    overrides = list(overrides)
+    if globs := expand_globs(overrides, config_dirs):
+        from optbench.usage import UsageError
+
+        raise UsageError(f"{next(iter(globs))}: a glob is a sweep, which optbench.run does not run (optbench run -m)")
+    precheck(overrides, config_dirs)
+    cfg = compose_config(overrides, config_dirs)
+    out_dir = Path(str(cfg.out_dir))
+    refuse_reuse(out_dir)
+    return SuiteRun(cfg, out_dir, echo=echo, config_dirs=config_dirs).run()
+
+
+def exit_code(results: Results, outcome=None) -> int:
+    """The code ``optbench run`` exits with for ``results``: 128 + the signal that interrupted it, else its
+    verdict's (``outcome``, if computed already: 0 pass, 1 a check failed, 3 nothing verified)."""
+    signal = (results.meta.get("run") or {}).get("signal")
+    return 128 + signal if signal else (outcome or results.verdict).exit_code
