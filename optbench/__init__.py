@@ -64,9 +64,9 @@ def __getattr__(name: str):
 # after __getattr__: a plugin these imports load may import an extension name from optbench already
 from .state.by_name import load_state_dict_by_name, name_aware, with_param_names  # noqa: E402
 from .state.formats import as_torch, from_flat, from_name_keyed, optimizer_from_dict, to_flat, to_name_keyed  # noqa: E402
+from .version import VERSION as __version__  # noqa: E402
 from .watch import Divergence, watch  # noqa: E402
 
-__version__ = "0.1.0"
 __all__ = ["load_state_dict_by_name", "name_aware", "with_param_names", "as_torch", "from_flat", "from_name_keyed",
            "optimizer_from_dict", "to_flat", "to_name_keyed", "watch", "Divergence", "__version__", "plugins",
            *_LAZY]

@@ -31,3 +31,19 @@ def pytest_collection_modifyitems(config, items):
 # (the checks themselves are tested at their defaults' scale in tests/test_performance.py and tests/benchmarks).
 QUICK_TIMING = ["speed.params=2e4", "speed.min_rounds=3", "speed.probe_run_time=0.005",
                 "speed.edge_cases=[noncontiguous]"]
+
+
+def run_inline(args: list[str]) -> int:
+    """``main(["run", *args])`` through ``optbench.run``: the same run, result files, verdict line, one-line error
+    and exit code, without Hydra's app and its two more compositions of the config (a third of a small run's time).
+    The command itself is tested where its own behaviour is the subject (tests/test_cli.py, the console script)."""
+    import optbench
+    from optbench.usage import UsageError, fail
+
+    try:
+        results = optbench.run(args)
+    except UsageError as exc:
+        return fail(str(exc))
+    print("verdict:", results.verdict)
+    return optbench.exit_code(results)
+

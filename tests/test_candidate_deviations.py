@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from optbench.cli import main
-from tests.conftest import QUICK_TIMING
+from tests.conftest import QUICK_TIMING, run_inline
 
 RUN = ["suite=nadam", "dtype=float64", "impl=[candidate]", "checks=[parity]", "history_dir=null",
        "options={lr: 0.01}", *QUICK_TIMING]
@@ -19,7 +18,7 @@ def parity_rows(out):
 
 def test_a_from_scratch_optimizer_with_torchs_bug_fails_at_plain_tolerance(tmp_path, capsys):
     out = tmp_path / "lookalike"
-    assert main(["run", *RUN, "candidate=tests.candidates.NAdamLookalike", f"out_dir={out}"]) == 1
+    assert run_inline([*RUN, "candidate=tests.candidates.NAdamLookalike", f"out_dir={out}"]) == 1
     verdict = [r for r in parity_rows(out) if r["metric"] == "parity.max_err_eps"]
     assert [r["status"] for r in verdict] == ["fail"] and verdict[0]["value"] > 1e6  # F07's size, now a FAIL
     assert not any(r["finding"] for r in parity_rows(out))
@@ -28,19 +27,19 @@ def test_a_from_scratch_optimizer_with_torchs_bug_fails_at_plain_tolerance(tmp_p
 
 def test_a_subclass_inherits_torchs_declarations(tmp_path):
     out = tmp_path / "subclass"
-    assert main(["run", *RUN, "candidate=tests.candidates.NAdamSubclass", f"out_dir={out}"]) == 0
+    assert run_inline([*RUN, "candidate=tests.candidates.NAdamSubclass", f"out_dir={out}"]) == 0
     assert {r["finding"] for r in parity_rows(out) if r["status"] == "xfail"} == {"F07"}
 
 
 @pytest.mark.parametrize("rule, code", [("all", 0), ("none", 1)])
 def test_candidate_deviations_opts_in_or_out(tmp_path, rule, code):
     lookalike = "tests.candidates.NAdamLookalike" if rule == "all" else "tests.candidates.NAdamSubclass"
-    assert main(["run", *RUN, f"candidate={lookalike}", f"candidate_deviations={rule}", f"out_dir={tmp_path}"]) == code
+    assert run_inline([*RUN, f"candidate={lookalike}", f"candidate_deviations={rule}", f"out_dir={tmp_path}"]) == code
 
 
 def test_a_bad_rule_is_a_usage_error(tmp_path, capsys):
-    assert main(["run", *RUN, "candidate=tests.candidates.NAdamSubclass", "candidate_deviations=some",
-                 f"out_dir={tmp_path}"]) == 2
+    assert run_inline([*RUN, "candidate=tests.candidates.NAdamSubclass", "candidate_deviations=some",
+                       f"out_dir={tmp_path}"]) == 2
     assert "candidate_deviations=some: available: auto, all, none" in capsys.readouterr().err
 
 

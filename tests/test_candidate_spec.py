@@ -10,10 +10,10 @@ from omegaconf import OmegaConf
 
 from optbench import load_state_dict_by_name
 from optbench.adapters.spec import CandidateSpec
-from optbench.cli import main
 from optbench.engine.selection import candidate_spec
 from optbench.state.names import StateDictNameError
 from optbench.suite.spec import Suite
+from tests.conftest import run_inline
 from tests.thirdparty.other_adam import OtherAdam
 
 SPEC = "tests/thirdparty/other_adam.yaml"
@@ -28,8 +28,8 @@ def rows_of(out: Path) -> list[dict]:
 
 def test_without_a_spec_the_rows_name_the_keys_each_side_keeps_and_its_own_error_messages_fail(tmp_path, capsys):
     out = tmp_path / "plain"
-    code = main(["run", *RUN, "candidate=tests.thirdparty.other_adam.OtherAdam", "impl=[candidate]",
-                 "checks=[parity,errors]", "options={lr: 0.01}", f"out_dir={out}"])
+    code = run_inline([*RUN, "candidate=tests.thirdparty.other_adam.OtherAdam", "impl=[candidate]",
+                       "checks=[parity,errors]", "options={lr: 0.01}", f"out_dir={out}"])
     assert code == 1
     parity = next(r for r in rows_of(out) if r["check"] == "parity" and r["metric"] == "parity.max_err_eps"
                   and r["fqn"] == "")
@@ -43,8 +43,8 @@ def test_without_a_spec_the_rows_name_the_keys_each_side_keeps_and_its_own_error
 
 def test_a_spec_adapts_names_state_and_rejections_and_the_report_shows_the_defaults(tmp_path, capsys):
     out = tmp_path / "adapted"
-    code = main(["run", *RUN, f"candidate={SPEC}", "impl=[candidate,for-loop]",
-                 "checks=[parity,cross,roundtrip,errors]", f"out_dir={out}"])
+    code = run_inline([*RUN, f"candidate={SPEC}", "impl=[candidate,for-loop]",
+                       "checks=[parity,cross,roundtrip,errors]", f"out_dir={out}"])
     said = capsys.readouterr().out
     rows = rows_of(out)
     assert code == 0, [(r["check"], r["hparams"], r["detail"]) for r in rows if r["status"] in ("fail", "error")]
@@ -74,8 +74,8 @@ def test_a_spec_never_hides_a_bug_and_max_failures_stops_at_the_first_failing_ca
     text = Path(SPEC).read_text().replace("other_adam.OtherAdam", "other_adam.OffByOneOtherAdam")
     spec.write_text(text)
     out = tmp_path / "run"
-    code = main(["run", *RUN, f"candidate={spec}", "impl=[candidate]", "checks=[parity]", "max_failures=1",
-                 f"out_dir={out}"])
+    code = run_inline([*RUN, f"candidate={spec}", "impl=[candidate]", "checks=[parity]", "max_failures=1",
+                       f"out_dir={out}"])
     assert code == 1
     data = json.loads((out / "results.json").read_text())
     assert data["run"]["status"] == "stopped" and data["run"]["finished_cases"] < data["run"]["planned_cases"]
@@ -96,10 +96,10 @@ def test_a_spec_never_hides_a_bug_and_max_failures_stops_at_the_first_failing_ca
 def test_a_bad_spec_is_one_line_exit_2(tmp_path, capsys, text, message):
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
-    assert main(["run", *RUN, f"candidate={spec}", f"out_dir={tmp_path / 'out'}"]) == 2
+    assert run_inline([*RUN, f"candidate={spec}", f"out_dir={tmp_path / 'out'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and str(spec) in err, err
-    assert main(["run", *RUN, f"candidate={tmp_path / 'missing.yaml'}", f"out_dir={tmp_path / 'out'}"]) == 2
+    assert run_inline([*RUN, f"candidate={tmp_path / 'missing.yaml'}", f"out_dir={tmp_path / 'out'}"]) == 2
     assert "no such candidate spec file" in capsys.readouterr().err
 
 
@@ -169,8 +169,8 @@ def test_a_step_the_candidate_does_not_keep_is_left_out_on_both_sides_in_parity_
     spec.write_text(Path(SPEC).read_text().replace("t: step}", "}").replace("ignore: [grad_norm]",
                                                                             "ignore: [grad_norm, t]\n  step: none"))
     out = tmp_path / "run"
-    code = main(["run", *RUN, f"candidate={spec}", "impl=[candidate,for-loop]", "checks=[parity,cross]",
-                 "options={lr: 0.01}", f"out_dir={out}"])
+    code = run_inline([*RUN, f"candidate={spec}", "impl=[candidate,for-loop]", "checks=[parity,cross]",
+                       "options={lr: 0.01}", f"out_dir={out}"])
     rows = [r for r in rows_of(out) if r["impl"] == OTHER and r["status"] not in ("", "info")]
     assert code == 0, [r["detail"] for r in rows if r["status"] != "pass"]
     assert {r["check"] for r in rows} == {"parity", "cross"}
@@ -201,8 +201,8 @@ def test_a_sign_decided_by_rounding_is_left_out_and_a_wrong_lion_still_fails_at_
     Those elements (counted) are left out of the one-step gate, and the free-running reference goes on from the
     implementation's outcome there; the mutants, whose bugs are not decided by rounding, still fail."""
     def run_lion(cls, out):
-        return main(["run", "suite=lion", f"candidate=optbench.mutants.lion.{cls}", "dtype=bfloat16",
-                     "checks=[parity]", "steps=15", "history_dir=null", f"out_dir={out}"])
+        return run_inline(["suite=lion", f"candidate=optbench.mutants.lion.{cls}", "dtype=bfloat16",
+                           "checks=[parity]", "steps=15", "history_dir=null", f"out_dir={out}"])
 
     assert run_lion("CorrectLionMulAdd", tmp_path / "ok") == 0
     rows = rows_of(tmp_path / "ok")
@@ -219,8 +219,8 @@ def test_third_party_lions_at_every_dtype(library, tmp_path):
     left out, counted); pytorch-optimizer's Lion steps right, and fails only the name_aware round-trip: its own
     finding F38, declared for it (impl: candidate:pytorch_optimizer.*), so an xfail."""
     pytest.importorskip(library)
-    code = main(["run", "suite=lion", f"candidate={library}.Lion", "checks=[parity,roundtrip,errors]", "steps=10",
-                 "history_dir=null", f"out_dir={tmp_path}"])
+    code = run_inline(["suite=lion", f"candidate={library}.Lion", "checks=[parity,roundtrip,errors]", "steps=10",
+                       "history_dir=null", f"out_dir={tmp_path}"])
     bad = {(r["check"], r["metric"]) for r in rows_of(tmp_path) if r["status"] in ("fail", "error")}
     assert code == 0 and not bad, bad
     xfail = {(r["metric"], r["finding"]) for r in rows_of(tmp_path) if r["status"] == "xfail"}
@@ -235,8 +235,8 @@ def test_pytorch_optimizers_adan_against_the_reference_and_its_maximize_bug(tmp_
     counter whose count the reference's bias corrections use): right, except under maximize, F39, declared for it
     and so an xfail whose rows state the error measured."""
     pytest.importorskip("pytorch_optimizer")
-    code = main(["run", "suite=adan", "candidate=pytorch_optimizer.Adan", "checks=[parity]", "steps=10",
-                 "dtype=[float64,float32]", "history_dir=null", f"out_dir={tmp_path}"])
+    code = run_inline(["suite=adan", "candidate=pytorch_optimizer.Adan", "checks=[parity]", "steps=10",
+                       "dtype=[float64,float32]", "history_dir=null", f"out_dir={tmp_path}"])
     rows = rows_of(tmp_path)
     assert code == 0, [(r["dtype"], r["detail"][:120]) for r in rows if r["status"] in ("fail", "error")]
     verdicts = {(r["hparams"], r["dtype"]): r["status"] for r in rows
@@ -253,8 +253,8 @@ def test_pytorch_optimizers_lamb_in_its_documented_mode_and_its_default_step_bug
     correction, ||x|| clamped at 10, ||u|| + eps: the adapter's conventions) matches the reference; its default
     divides the step by 1 - beta1^t (F40: declared for the suite's library_default set only, a FAIL elsewhere)."""
     pytest.importorskip("pytorch_optimizer")
-    code = main(["run", "suite=lamb", "candidate=pytorch_optimizer.Lamb", "checks=[parity]", "steps=10",
-                 "dtype=float32", f"options={options}", "history_dir=null", f"out_dir={tmp_path}"])
+    code = run_inline(["suite=lamb", "candidate=pytorch_optimizer.Lamb", "checks=[parity]", "steps=10",
+                       "dtype=float32", f"options={options}", "history_dir=null", f"out_dir={tmp_path}"])
     verdicts = [r["status"] for r in rows_of(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert code == exit_code and verdicts == ["fail" if exit_code else "pass"]
     report = (tmp_path / "report.md").read_text()  # what the adapter declares is in every report, in the open
@@ -267,8 +267,8 @@ def test_schedulefree_in_train_mode_against_the_reference(tmp_path):
     call by the reference (a tensor without a gradient on some steps included): right at float32, round-trip by
     name included (its group counters follow the parameters into new groups)."""
     pytest.importorskip("schedulefree")
-    code = main(["run", "suite=schedule_free_adamw", "candidate=schedulefree.AdamWScheduleFree", "steps=10",
-                 "checks=[parity,roundtrip]", "dtype=float32", "history_dir=null", f"out_dir={tmp_path}"])
+    code = run_inline(["suite=schedule_free_adamw", "candidate=schedulefree.AdamWScheduleFree", "steps=10",
+                       "checks=[parity,roundtrip]", "dtype=float32", "history_dir=null", f"out_dir={tmp_path}"])
     rows = rows_of(tmp_path)
     assert code == 0, [(r["hparams"], r["detail"][:120]) for r in rows if r["status"] in ("fail", "error")]
     assert {r["metric"] for r in rows if r["check"] == "roundtrip" and r["status"] == "pass"} >= {
@@ -280,8 +280,8 @@ def test_transformers_adafactor_against_its_documented_algorithm(tmp_path):
     row/column factors the by-name loader accepts as reductions of the parameter's shape) passes parity, the
     round-trip by name and its own input validation. transformers is in the [thirdparty] extra, not [test]."""
     pytest.importorskip("transformers")
-    code = main(["run", "suite=hf_adafactor", "candidate=transformers.optimization.Adafactor", "steps=10",
-                 "checks=[parity,roundtrip,errors]", "dtype=float32", "history_dir=null", f"out_dir={tmp_path}"])
+    code = run_inline(["suite=hf_adafactor", "candidate=transformers.optimization.Adafactor", "steps=10",
+                       "checks=[parity,roundtrip,errors]", "dtype=float32", "history_dir=null", f"out_dir={tmp_path}"])
     assert code == 0, [(r["hparams"], r["detail"][:120]) for r in rows_of(tmp_path) if r["status"] in ("fail", "error")]
 
 
@@ -313,8 +313,9 @@ def test_pytorch_optimizers_adafactor_through_its_adapter(tmp_path):
     first moment at the parameters' dtype, its per-group step count the reference's group_step) passes parity at
     every dtype and the round-trip by name bar F38 (declared for the library: an xfail)."""
     pytest.importorskip("pytorch_optimizer")
-    code = main(["run", "suite=hf_adafactor", "candidate=pytorch_optimizer.AdaFactor", "steps=10",
-                 "checks=[parity,roundtrip]", "dtype=[float64,bfloat16]", "history_dir=null", f"out_dir={tmp_path}"])
+    code = run_inline(["suite=hf_adafactor", "candidate=pytorch_optimizer.AdaFactor", "steps=10",
+                       "checks=[parity,roundtrip]", "dtype=[float64,bfloat16]", "history_dir=null",
+                       f"out_dir={tmp_path}"])
     rows = rows_of(tmp_path)
     assert code == 0, [(r["hparams"], r["detail"][:120]) for r in rows if r["status"] in ("fail", "error")]
     assert {r["metric"] for r in rows if r["check"] == "roundtrip" and r["status"] == "xfail"} == {
@@ -323,8 +324,8 @@ def test_pytorch_optimizers_adafactor_through_its_adapter(tmp_path):
     spec = tmp_path / "no_group_step.yaml"
     spec.write_text("class: pytorch_optimizer.AdaFactor\nrename: {eps: [eps1, eps2], beta1: 'betas[0]'}\n"
                     "fixed: {betas: [null, 0.999], momentum_dtype: param.dtype}\nstate: {step: none, ignore: [RMS]}\n")
-    assert main(["run", "suite=hf_adafactor", f"candidate={spec}", "steps=4", "checks=[parity]", "dtype=float32",
-                 "history_dir=null", f"out_dir={tmp_path / 'without'}"]) == 1
+    assert run_inline(["suite=hf_adafactor", f"candidate={spec}", "steps=4", "checks=[parity]", "dtype=float32",
+                       "history_dir=null", f"out_dir={tmp_path / 'without'}"]) == 1
     failing = [r["detail"] for r in rows_of(tmp_path / "without")
                if r["status"] == "fail" and r["metric"] == "parity.max_err_eps" and not r["fqn"]]
     assert failing and all("step 3 adapter.lora_a.weight/" in d for d in failing), failing

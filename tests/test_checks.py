@@ -13,6 +13,7 @@ from optbench.checks.error_inputs import BASE, attempt
 from optbench.cli import main
 from optbench.report import load_results, render_report
 from optbench.suite.spec import Deviation, ErrorInput
+from tests.conftest import run_inline
 
 
 def errors_frame(values, fqn="w", tensor="param"):
@@ -60,8 +61,8 @@ def test_an_optimizer_that_accepts_invalid_input_fails_the_error_inputs():
 
 
 def test_report_renders_the_parity_matrix(tmp_path):
-    assert main(["run", "suite=adamax", "impl=[for-loop,foreach]", "dtype=[float64,bfloat16]", "steps=4",
-                 "checks=[parity,cross]", "report.plots=true", f"out_dir={tmp_path}"]) == 0
+    assert run_inline(["suite=adamax", "impl=[for-loop,foreach]", "dtype=[float64,bfloat16]", "steps=4",
+                       "checks=[parity,cross]", "report.plots=true", f"out_dir={tmp_path}"]) == 0
     meta, rows = load_results(tmp_path / "results.json")
     report = render_report(meta, rows, tmp_path / "again").read_text()
     assert "## Parity matrix" in report and "| adamax | default |" in report
@@ -111,7 +112,7 @@ def test_a_check_registered_from_outside_is_configured_planned_run_reported_and_
     finally:
         unregister("toy")
     capsys.readouterr()
-    assert main(["run", "suite=adam", "checks=[toy]", f"out_dir={tmp_path / 'c'}"]) == 2
+    assert run_inline(["suite=adam", "checks=[toy]", f"out_dir={tmp_path / 'c'}"]) == 2
     assert "unknown check(s) toy" in capsys.readouterr().err
 
 

@@ -9,24 +9,17 @@ from pathlib import Path
 
 import pytest
 
-import optbench
 from optbench.cli import main
 from optbench.engine.mutants import detecting
 from optbench.mutants import CAUGHT_BY, CONTROLS, EXISTS_AT, MUTANTS, SHOWS_BY, STEPS
-from optbench.usage import UsageError
-from tests.conftest import QUICK_TIMING
+from tests.conftest import QUICK_TIMING, run_inline
 
 REPO = Path(__file__).parents[1]
 
 
 def run(tmp_path, *args):
-    """A run of ``args`` through ``optbench.run`` (what ``optbench run`` runs, without Hydra's app and its two more
-    compositions of the config: a third of a small run's time): the exit code the command gives, 2 for a mistake.
-    The command itself: the tests that call ``main`` and the console script's."""
-    try:
-        return optbench.exit_code(optbench.run([*args, *QUICK_TIMING, f"out_dir={tmp_path}"]))
-    except UsageError:
-        return 2
+    """A run of ``args`` through ``optbench.run`` (``run_inline``): the exit code ``optbench run`` gives."""
+    return run_inline([*args, *QUICK_TIMING, f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):

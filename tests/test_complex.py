@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from optbench.cli import main
 from optbench.hyperparameters import constructor_defaults
 from optbench.implementations import Implementation
 from optbench.numerics.trajectory import run_trajectory
@@ -18,15 +17,15 @@ from optbench.suite.spec import HparamSet
 from optbench.workloads import build
 from optbench.workloads.complex import complexify
 from optbench.workloads.model import SparseGrad
-from tests.conftest import QUICK_TIMING
+from tests.conftest import QUICK_TIMING, run_inline
 
 CPU = torch.device("cpu")
 SMALL = {"width": 8, "layers": 1, "vocab": 16, "grad_log10_range": (-8.0, 2.0)}
 
 
 def run(tmp_path, *args):
-    return main(["run", *args, "workload.width=8", "workload.layers=1", "workload.vocab=16", *QUICK_TIMING,
-                 f"out_dir={tmp_path}"])
+    return run_inline([*args, "workload.width=8", "workload.layers=1", "workload.vocab=16", *QUICK_TIMING,
+                       f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):
@@ -152,7 +151,7 @@ def test_a_correct_candidate_passes_at_complex(tmp_path):
 
 def test_a_complex_dtype_typo_is_one_line(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "suite=sgd", "dtype=complex"]) == 2
+    assert run_inline(["suite=sgd", "dtype=complex"]) == 2
     err = capsys.readouterr().err.strip()
     assert "unknown dtype 'complex'" in err and "complex64" in err and len(err.splitlines()) == 1
 

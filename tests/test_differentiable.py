@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from optbench.checks.differentiable import KINK, TOLERANCE, H, compare
-from optbench.cli import main
+from tests.conftest import run_inline
 
 FAST = ["dtype=float64", "checks=[differentiable]", "differentiable.hparams=first", "differentiable.max_params=3"]
 POINTS = (-2 * H, -H, 0.0, H, 2 * H)
 
 
 def run(tmp_path, *args):
-    return main(["run", *args, *FAST, f"out_dir={tmp_path}"])
+    return run_inline([*args, *FAST, f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):

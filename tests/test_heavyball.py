@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from optbench.cli import main
+from tests.conftest import run_inline
 
 heavyball = pytest.importorskip("heavyball")
 
@@ -35,9 +35,9 @@ def test_the_decoder_reads_heavyballs_nested_per_transform_state():
     ("schedule_free_adamw", "SFAdamW", "{lr: 2.0e-3, weight_decay: 0.05, warmup_steps: 4, r: 1.0}"),
 ])
 def test_heavyball_passes_parity_at_float32_through_its_adapter(suite, cls, options, tmp_path):
-    code = main(["run", f"suite={suite}", f"candidate=heavyball.{cls}", "impl=[candidate]", "checks=[parity]",
-                 "dtype=float32", "steps=10", f"options={options}", "jobs=0", "history_dir=null",
-                 f"out_dir={tmp_path}"])
+    code = run_inline([f"suite={suite}", f"candidate=heavyball.{cls}", "impl=[candidate]", "checks=[parity]",
+                       "dtype=float32", "steps=10", f"options={options}", "jobs=0", "history_dir=null",
+                       f"out_dir={tmp_path}"])
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     verdicts = [r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert code == 0 and verdicts == ["pass"], [r["detail"][:160] for r in rows if r["status"] in ("fail", "error")]
@@ -49,8 +49,8 @@ def test_sfadamw_round_trips_by_name_and_regrouping_is_declared_not_hidden(tmp_p
     from optbench.config import compose_config
     from optbench.suite.catalog import resolve
 
-    assert main(["run", "suite=schedule_free_adamw", "candidate=heavyball.SFAdamW", "checks=[roundtrip]",
-                 "history_dir=null", f"out_dir={tmp_path / 'declared'}"]) == 0
+    assert run_inline(["suite=schedule_free_adamw", "candidate=heavyball.SFAdamW", "checks=[roundtrip]",
+                       "history_dir=null", f"out_dir={tmp_path / 'declared'}"]) == 0
     rows = json.loads((tmp_path / "declared" / "results.json").read_text())["rows"]
     regrouped = next(r for r in rows if r["metric"] == "roundtrip.regrouped")
     assert regrouped["status"] == "skip" and "group_schedule" in regrouped["detail"]
@@ -61,8 +61,8 @@ def test_sfadamw_round_trips_by_name_and_regrouping_is_declared_not_hidden(tmp_p
                     "warmup_plus_one: true}\nfixed: {consume_grad: false}\nerror_inputs: none\n"
                     "state: {decode: optbench.adapters.libraries.heavyball.flat, step: none, "
                     "ignore: [weight_sum, lr_max]}\n")
-    assert main(["run", "suite=schedule_free_adamw", f"candidate={spec}", "checks=[roundtrip]", "history_dir=null",
-                 f"out_dir={tmp_path / 'undeclared'}"]) == 1
+    assert run_inline(["suite=schedule_free_adamw", f"candidate={spec}", "checks=[roundtrip]", "history_dir=null",
+                       f"out_dir={tmp_path / 'undeclared'}"]) == 1
     rows = json.loads((tmp_path / "undeclared" / "results.json").read_text())["rows"]
     assert [r["metric"] for r in rows if r["status"] == "fail" and r["metric"].startswith("roundtrip.")
             and "positional" not in r["metric"]] == ["roundtrip.regrouped"]

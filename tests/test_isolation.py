@@ -139,8 +139,16 @@ def verdict_rows(out: Path) -> list[dict]:
     return [r for r in rows if r["metric"] != "run.case_s"]
 
 
-@pytest.mark.parametrize("candidate, how", [
-    ("ExitsSGD", "its worker process exited with code 0 during this case"),
+def test_how_a_worker_ended_is_said_in_words():
+    from optbench.engine.pool import how_it_ended
+
+    assert how_it_ended(0) == "exited with code 0" and how_it_ended(3) == "exited with code 3"
+    assert how_it_ended(-11) == "was killed by SIGSEGV" and how_it_ended(-200) == "was killed by signal 200"
+    assert how_it_ended(None) == "still running"
+
+
+@pytest.mark.parametrize("candidate, how", [  # (an exit is a death as a segfault is: its words are the test above)
+    pytest.param("ExitsSGD", "its worker process exited with code 0 during this case", marks=pytest.mark.slow),
     ("SegfaultsSGD", "its worker process was killed by SIGSEGV during this case; stderr: segfaulting now"),
     ("SystemExitSGD", "parity: SystemExit: 0"),
     ("HangsSGD", "its worker process ran past case_timeout_s=3 s and was killed during this case"),

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from optbench.cli import main
 from optbench.perf import ceilings, roofline
 from optbench.perf.peak_memory import peak_transient_bytes
 from optbench.perf.timing import measure
 from optbench.workloads import speed
+from tests.conftest import run_inline
 
 CPU = torch.device("cpu")
 FAST = ["speed.params=2e4", "speed.min_run_time=0.01", "speed.min_rounds=3", "speed.probe_run_time=0.005"]
@@ -137,9 +137,9 @@ def detail(rows, impl, metric_name, workload="model"):
 
 def test_speed_check_rows_roofline_and_overheads_and_a_slow_candidate_shows_it(tmp_path):
     out = tmp_path / "run"
-    assert main(["run", "suite=sgd", "dtype=float32", "checks=[speed,memory]",
-                 "candidate=tests.test_performance.SlowSGD", "impl=[for-loop,foreach,candidate]", *FAST,
-                 f"out_dir={out}"]) == 0
+    assert run_inline(["suite=sgd", "dtype=float32", "checks=[speed,memory]",
+                       "candidate=tests.test_performance.SlowSGD", "impl=[for-loop,foreach,candidate]", *FAST,
+                       f"out_dir={out}"]) == 0
     rows = rows_of(out)
     assert value(rows, "foreach", "roofline.bytes_per_param") == 12
     rounds = series(rows, "foreach", "time.round_ms")
@@ -183,9 +183,9 @@ def test_speed_check_rows_roofline_and_overheads_and_a_slow_candidate_shows_it(t
 
 def test_scaling_check_sweeps_sizes_and_counts_and_skips_what_does_not_fit(tmp_path):
     out = tmp_path / "scale"
-    assert main(["run", "suite=adam", "dtype=float32", "impl=[for-loop,fused]", "checks=[scaling]", *FAST,
-                 "scaling.params=[1e3,1e4]", "scaling.tensor_counts=[2,32]", "scaling.tensors_params=4096",
-                 "report.plots=true", f"out_dir={out}"]) == 0
+    assert run_inline(["suite=adam", "dtype=float32", "impl=[for-loop,fused]", "checks=[scaling]", *FAST,
+                       "scaling.params=[1e3,1e4]", "scaling.tensor_counts=[2,32]", "scaling.tensors_params=4096",
+                       "report.plots=true", f"out_dir={out}"]) == 0
     rows = rows_of(out)
     timed = {(r["impl"], r["workload"]) for r in rows if r["check"] == "scaling" and r["metric"] == "roofline.pct"}
     assert timed == {(i, w) for i in ("for-loop", "fused")
@@ -194,16 +194,16 @@ def test_scaling_check_sweeps_sizes_and_counts_and_skips_what_does_not_fit(tmp_p
     assert value(rows, "fused", "scaling.params", "tensors-32") == 4096  # scaling.tensors_params, split 32 ways
     assert (out / "scaling.png").is_file()
     out = tmp_path / "too-big"
-    assert main(["run", "suite=adam", "dtype=float32", "impl=[fused]", "checks=[scaling]", *FAST,
-                 "scaling.params=[1e12]", "scaling.tensor_counts=[]", f"out_dir={out}"]) == 3  # nothing measured
+    assert run_inline(["suite=adam", "dtype=float32", "impl=[fused]", "checks=[scaling]", *FAST,
+                       "scaling.params=[1e12]", "scaling.tensor_counts=[]", f"out_dir={out}"]) == 3  # nothing measured
     skip = [r for r in rows_of(out) if r["status"] == "skip"]
     assert skip and "more than" in skip[0]["detail"]
 
 
 def test_an_edge_case_a_declared_deviation_says_raises_is_xfail(tmp_path):
     """Adafactor divides by a zero-size parameter's numel (F04): its zero_size timing is that finding, not an error."""
-    assert main(["run", "suite=adafactor", "dtype=float32", "impl=[for-loop]", "checks=[speed]", *FAST,
-                 "speed.edge_cases=[zero_size,noncontiguous]", f"out_dir={tmp_path}"]) == 0
+    assert run_inline(["suite=adafactor", "dtype=float32", "impl=[for-loop]", "checks=[speed]", *FAST,
+                       "speed.edge_cases=[zero_size,noncontiguous]", f"out_dir={tmp_path}"]) == 0
     raised = [r for r in rows_of(tmp_path) if r["metric"] == "speed.raises"]
     assert [(r["workload"], r["status"], r["detail"][:4]) for r in raised] == [("zero_size", "xfail", "F04:")]
     assert value(rows_of(tmp_path), "for-loop", "speed.overhead", "noncontiguous") > 0

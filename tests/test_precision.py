@@ -9,11 +9,11 @@ import torch
 from optbench.cli import main
 from optbench.numerics.one_step import ONE_STEP_TOL, PARAM_ROUNDINGS, ulp, update_error
 from optbench.suite.schedules import factor, torch_scheduler
-from tests.conftest import QUICK_TIMING
+from tests.conftest import QUICK_TIMING, run_inline
 
 
 def run(tmp_path, *args):
-    return main(["run", *args, *QUICK_TIMING, f"out_dir={tmp_path}"])
+    return run_inline([*args, *QUICK_TIMING, f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):

@@ -10,12 +10,11 @@ import torch
 
 from optbench.cases import Case
 from optbench.checks.error_inputs import ErrorsCheck, error_inputs
-from optbench.cli import main
 from optbench.implementations import Implementation
 from optbench.reference import umup_adam
 from optbench.suite.catalog import candidate_suite_names, optimizer_suite_names, suite_by_name
 from optbench.workloads import build
-from tests.conftest import QUICK_TIMING
+from tests.conftest import QUICK_TIMING, run_inline
 
 CANDIDATE = "candidate=unit_scaling.optim.Adam"
 SMALL = ["workload.width=16", "workload.vocab=32", "history_dir=null"]  # 16: fan-ins of 16 and 64, a vocab of 32
@@ -27,7 +26,7 @@ def uo():
 
 
 def run(tmp_path, *args):
-    return main(["run", "suite=umup", *args, *SMALL, *QUICK_TIMING, f"out_dir={tmp_path}"])
+    return run_inline(["suite=umup", *args, *SMALL, *QUICK_TIMING, f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):

@@ -8,7 +8,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from optbench.cli import main
 from optbench.engine.selection import resolve_implementations
 from optbench.implementations import Implementation, Stepper, torch_implementations
 from optbench.implementations.graphed import GraphedStep
@@ -20,7 +19,7 @@ from optbench.suite.catalog import resolve, suite_files
 from optbench.suite.spec import HparamSet
 from optbench.usage import UsageError
 from optbench.workloads import build
-from tests.conftest import QUICK_TIMING
+from tests.conftest import QUICK_TIMING, run_inline
 
 CPU = torch.device("cpu")
 ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01, "amsgrad": False, "maximize": False}
@@ -31,7 +30,7 @@ def suite(name: str):
 
 
 def run(tmp_path, *args):
-    return main(["run", *args, *QUICK_TIMING, f"out_dir={tmp_path}"])
+    return run_inline([*args, *QUICK_TIMING, f"out_dir={tmp_path}"])
 
 
 def rows(tmp_path):

@@ -15,6 +15,7 @@ import torch
 
 from optbench.cli import main
 from optbench.results import Results, row
+from tests.conftest import run_inline
 
 REPO = Path(__file__).parents[1]
 SMALL = ["dtype=float32", "steps=3", "history_dir=null"]
@@ -23,7 +24,7 @@ LABELS = {"suite": "sgd", "optimizer": "SGD", "impl": "graphed", "dtype": "float
 
 
 def run(tmp_path, *args):
-    return main(["run", "suite=sgd", *SMALL, *args, f"out_dir={tmp_path}"])
+    return run_inline(["suite=sgd", *SMALL, *args, f"out_dir={tmp_path}"])
 
 
 def verdict_line(out: str) -> str:

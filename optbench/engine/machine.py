@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-import optbench
+from optbench.version import VERSION
 
 
 def _cpu_name() -> str:
@@ -50,7 +50,7 @@ def machine_info(device: torch.device) -> dict:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "optbench": optbench.__version__,
+        "optbench": VERSION,
         "git_sha": _git_sha(),
         "git_dirty": _git_dirty(),  # results from uncommitted code are not that commit's
     }
