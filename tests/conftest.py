@@ -35,7 +35,7 @@ QUICK_TIMING = ["speed.params=2e4", "speed.min_rounds=3", "speed.probe_run_time=
 
 def run_inline(args: list[str]) -> int:
     """``main(["run", *args])`` through ``optbench.run``: the same run, result files, verdict line, one-line error
-    and exit code, without Hydra's app and its two more compositions of the config (a third of a small run's time).
+    and exit code, without Hydra's app and its two more compositions of the config (40% of a small run's time).
     The command itself is tested where its own behaviour is the subject (tests/test_cli.py, the console script)."""
     import optbench
     from optbench.usage import UsageError, fail

@@ -139,6 +139,26 @@ def verdict_rows(out: Path) -> list[dict]:
     return [r for r in rows if r["metric"] != "run.case_s"]
 
 
+def test_a_worker_started_before_the_plan_that_never_gets_ready_ends_the_run(tmp_path, monkeypatch):
+    """Workers start while the run is planned (``Pool.prestart``), before any unit is theirs: one stuck starting is
+    still a WorkerStartError after START_TIMEOUT_S, not a run that waits for it forever."""
+    from optbench.engine import pool as pool_module
+    from optbench.engine.units import Unit
+
+    monkeypatch.setattr(pool_module, "BOOT", "import time; time.sleep(60)")
+    monkeypatch.setattr(pool_module, "START_TIMEOUT_S", 1.5)
+    workers = pool_module.Pool(1, {"op": "init"}, tmp_path / "workers", 60, lambda i: {}, lambda *a: None,
+                               lambda: "fingerprint")
+    workers.prestart()
+    started = time.monotonic()
+    try:
+        with pytest.raises(pool_module.WorkerStartError, match="did not start in 1.5 s"):
+            workers.run([Unit([0])])
+    finally:
+        workers.close()
+    assert time.monotonic() - started < 10
+
+
 def test_how_a_worker_ended_is_said_in_words():
     from optbench.engine.pool import how_it_ended
 
