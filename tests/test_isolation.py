@@ -282,6 +282,30 @@ def test_a_full_disk_keeps_what_was_measured_and_is_never_a_pass(tmp_path, monke
     assert len({r["check"] + r["hparams"] for r in results.rows}) >= 1
 
 
+def test_a_full_disk_at_start_is_one_line_and_leaves_nothing(tmp_path):
+    """A run into a full file system is refused in one line before Hydra writes its .hydra/ there (Hydra's save of
+    its config failed: a traceback, exit 1): a real full file system, a small tmpfs (mounting one needs root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, bytes(4096)):
+                pass
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        done = optbench("run", *PLAIN_RUN, f"out_dir={disk / 'run'}")
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr == f"optbench: error: out_dir {disk / 'run'}: cannot write there (No space left on device)\n"
+        assert [p.name for p in disk.iterdir()] == ["filler"]
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
 def test_an_out_dir_in_use_is_refused_in_one_line(tmp_path, capsys):
     out = tmp_path / "busy"
     out.mkdir()

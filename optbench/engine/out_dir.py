@@ -39,16 +39,27 @@ def refuse_reuse(out_dir: Path, written_by_hydra: bool = False) -> None:
                          f"{', ...' if len(held) > 3 else ''}): a run writes only into a new or empty folder")
 
 
+PROBE_BYTES = 1 << 20  # written and synced before a run: more than what Hydra and the journal write first
+
+
 def make_writable(out_dir: Path) -> None:
-    """Create ``out_dir`` if need be and write a probe file there; a UsageError naming why not."""
+    """Create ``out_dir`` if need be and write ``PROBE_BYTES`` there, synced (a full disk fails the sync where it did
+    not fail the write); a UsageError naming why not, and nothing left behind (a folder it made is removed)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"out_dir {out_dir}: exists and is not a directory")
+    made = not out_dir.exists()
+    probe = out_dir / f".optbench-write-test-{os.getpid()}"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / f".optbench-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
+        with open(probe, "wb") as f:
+            f.write(bytes(PROBE_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
         probe.unlink()
     except OSError as exc:
+        probe.unlink(missing_ok=True)
+        if made and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
         raise UsageError(f"out_dir {out_dir}: cannot write there ({exc.strerror or exc})") from None
 
 
