@@ -59,6 +59,20 @@ def test_a_candidate_that_exits_crashes_or_hangs_at_import_is_one_line_and_the_r
     assert not (tmp_path / "run").exists()
 
 
+def test_optbench_run_refuses_a_candidate_that_exits_at_import_before_writing_anything(tmp_path, monkeypatch):
+    """optbench.run, as the command, has the candidate imported and built in a planning worker first: a candidate
+    that ends that process is a UsageError, and neither out_dir nor a case worker came to be."""
+    import optbench
+    from optbench.usage import UsageError
+
+    (tmp_path / "exits_before_run.py").write_text("import os\nos._exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    with pytest.raises(UsageError, match="exited with code 0 while importing and building it"):
+        optbench.run([*CANDIDATE_RUN, "candidate=exits_before_run.SGD", f"out_dir={out}"])
+    assert not out.exists()
+
+
 def test_the_parent_never_imports_the_candidate_and_its_threads_never_hold_the_run(tmp_path, monkeypatch, capsys):
     """A candidate that starts a non-daemon thread at import (as loggers and telemetry do) and records that it was
     imported: the run ends with its verdict, and the process that judges it never imported it."""

@@ -18,7 +18,8 @@
 // is the same whatever vector ISA the compiler targets.
 //
 // This file is the arithmetic, in plain C++ over raw memory (no Tensor, no Python): it compiles beside
-// adafactor.cpp, the binding (tensors in, checks, copies), in half the time the two took as one file.
+// adafactor.cpp, the binding (tensors in, checks, copies), which parses torch's and pybind11's headers: a
+// cold build takes 14.6 s on 2 cores, against 16.5 s as one file (the binding's headers are the floor).
 #include "adafactor_math.h"
 
 #include <ATen/Parallel.h>

@@ -31,7 +31,10 @@ def run(overrides: list[str] | tuple[str, ...] = (), config_dirs=(), echo=print)
     cfg = compose_config(overrides, config_dirs)
     out_dir = Path(str(cfg.out_dir))
     refuse_reuse(out_dir)
-    return SuiteRun(cfg, out_dir, echo=echo, config_dirs=config_dirs).run()
+    run = SuiteRun(cfg, out_dir, echo=echo, config_dirs=config_dirs)
+    if run.candidate_in_workers:  # imported, inspected and built in a worker first: refused before anything is written
+        run.blueprint()
+    return run.run()
 
 
 def exit_code(results: Results, outcome=None) -> int:
