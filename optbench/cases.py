@@ -5,6 +5,7 @@ context checks share (the resolved choices, the workloads, a scratch space per g
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -69,6 +70,8 @@ class RunContext:
     compile_hparams: tuple[str, ...] | None = ("default",)  # None: every hparam set; "default": see below
     candidate: Implementation | None = None
     scratch: dict = field(default_factory=dict)  # per group of cases; cleared between groups
+    # a case says which part of it runs now ("round-trip scenario 'reversed'"): a worker that dies names it
+    progress: Callable[[str], None] = field(default=lambda what: None, repr=False)
     _workloads: dict = field(default_factory=dict, repr=False)
     _available: dict = field(default_factory=dict, repr=False)
 

@@ -223,6 +223,15 @@ class SegfaultsSGD(_DiesOnThirdStep):
         ctypes.string_at(0)
 
 
+class LoadSegfaultsSGD(torch.optim.SGD):
+    """Segfaults loading a state_dict (a C extension's load gone wrong): in the round-trip's first load."""
+
+    def load_state_dict(self, state_dict):
+        import ctypes
+
+        ctypes.string_at(0)
+
+
 class HangsSGD(_DiesOnThirdStep):
     """Sleeps for an hour."""
 

@@ -173,6 +173,23 @@ def test_a_worker_started_before_the_plan_that_never_gets_ready_ends_the_run(tmp
     assert time.monotonic() - started < 10
 
 
+def test_a_crash_in_a_round_trip_names_the_scenario_it_was_in(tmp_path):
+    """The round-trip runs its scenarios in one case; a worker that dies in one is an error row naming it (the case
+    says which part of it runs: ``RunContext.progress``), and the other implementations' round-trips still report."""
+    from optbench.state.scenarios import BY_NAME
+
+    out = tmp_path / "run"
+    done = optbench("run", "jobs=1", "suite=sgd", "dtype=float32", "impl=[for-loop,candidate]", "checks=[roundtrip]",
+                    "history_dir=null", "candidate=tests.candidates.LoadSegfaultsSGD", f"out_dir={out}")
+    assert done.returncode == 1, done.stderr
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    errors = [r for r in rows if r["status"] == "error"]
+    assert len(errors) == 1 and errors[0]["impl"] == "candidate:tests.candidates.LoadSegfaultsSGD", errors
+    said = re.search(r"was killed by SIGSEGV during this case \(in round-trip scenario '(\w+)'\)", errors[0]["detail"])
+    assert said and said.group(1) in BY_NAME, errors[0]["detail"]
+    assert any(r["impl"] == "for-loop" and r["check"] == "roundtrip" and r["status"] == "pass" for r in rows)
+
+
 def test_how_a_worker_ended_is_said_in_words():
     from optbench.engine.pool import how_it_ended
 

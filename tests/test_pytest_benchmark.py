@@ -39,8 +39,10 @@ def test_gate_hands_each_timed_case_rounds_to_pytest_benchmark(tmp_path):
     listed = subprocess.run([str(cli), "compare", str(bench)],
                             capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0 and "speed::foreach" in listed.stdout, listed.stderr
-    # and so does optbench compare, case by case
-    assert main(["compare", str(bench), str(bench)]) == 0
+    # and so does optbench compare, case by case (a case timed on a busy machine, as under pytest-xdist with every
+    # core taken, is not compared: if each was, nothing is, exit 3)
+    busy = all(b["extra_info"]["optbench"]["unstable"] for b in benchmarks.values())
+    assert main(["compare", str(bench), str(bench)]) == (3 if busy else 0)
     assert main(["report", "--dashboard", str(bench), "--out", str(tmp_path / "dash")]) == 0
     assert "foreach" in (tmp_path / "dash" / "dashboard.html").read_text()
 

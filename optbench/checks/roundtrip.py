@@ -161,6 +161,7 @@ class RoundTripCheck:
                                                             "(compiling per load is slow): "
                                                             "roundtrip.compiled=all runs all"), "", ""
             else:
+                ctx.progress(f"in round-trip scenario {scenario.name!r}")
                 try:
                     status, detail, verdict, vdetail = run_scenario(session, scenario)
                 except Exception as exc:

@@ -28,6 +28,10 @@ from optbench.results import row
 from optbench.rows import bounded
 
 
+def _quiet(what: str) -> None:
+    """Where nobody listens to which part of a case runs (this process is the run's own: ``jobs=0``)."""
+
+
 def quiet_torch() -> None:
     warnings.filterwarnings("ignore", message="Sparse invariant checks")
     # a compiled step calls the optimizer's original step, which the scheduler's call counter does not see
@@ -71,17 +75,21 @@ class Executor:
         if "torch._dynamo" in sys.modules:  # graphs compiled (shapes marked dynamic) by an earlier unit
             torch._dynamo.reset()
 
-    def run_unit(self, plan: list, requests: list, fresh: bool = True, started=None):
+    def run_unit(self, plan: list, requests: list, fresh: bool = True, started=None, progress=None):
         """Run one unit's ``requests`` (``[index, "run" | "replay"]`` into ``plan``, as ``Unit.requests`` gives
         them), from a fresh unit state unless ``fresh`` is False; yields ``(index, mode, rows, line)`` per request
         (a replay only rebuilds the scratch a later case reads: its rows are not recorded). ``started(index)`` is
-        called as each case begins."""
+        called as each case begins, ``progress(index, what)`` as the case says which part of it runs."""
         if fresh:
             self.reset_for_unit()
         for index, mode in requests:
             if started is not None:
                 started(index)
-            yield (index, mode, *self.execute(*plan[index]))
+            self.ctx.progress = (lambda what, i=index: progress(i, what)) if progress is not None else _quiet
+            try:
+                yield (index, mode, *self.execute(*plan[index]))
+            finally:
+                self.ctx.progress = _quiet
 
     def execute(self, check, case: Case) -> tuple[list[dict], str]:
         """Run one case here: its rows (an exception, ``SystemExit`` included, becomes an ``error`` row) and

@@ -57,9 +57,12 @@ def make_writable(out_dir: Path) -> None:
             os.fsync(f.fileno())
         probe.unlink()
     except OSError as exc:
-        probe.unlink(missing_ok=True)
-        if made and out_dir.is_dir() and not any(out_dir.iterdir()):
-            out_dir.rmdir()
+        try:  # nothing left behind, where there is anything
+            probe.unlink(missing_ok=True)
+            if made and out_dir.is_dir() and not any(out_dir.iterdir()):
+                out_dir.rmdir()
+        except OSError:
+            pass
         raise UsageError(f"out_dir {out_dir}: cannot write there ({exc.strerror or exc})") from None
 
 

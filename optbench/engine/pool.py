@@ -68,6 +68,7 @@ class Worker:
                 stderr=err, start_new_session=True, env=worker_env())  # a terminal's Ctrl-C reaches the parent only
         self.unit: Unit | None = None
         self.current: int | None = None  # the plan index of the case running now
+        self.doing = ""  # the part of that case it said runs now (a round-trip scenario): named if it dies there
         self.started_at = 0.0
         self.born = time.monotonic()  # a worker not ready START_TIMEOUT_S after this ends the run
         self.ready = False
@@ -198,9 +199,12 @@ class Pool:
         elif kind == "failed":
             raise WorkerStartError(f"a worker could not build the run: {event['error']}")
         elif kind == "start":
-            worker.current, worker.started_at = event["index"], time.monotonic()
+            worker.current, worker.started_at, worker.doing = event["index"], time.monotonic(), ""
+        elif kind == "progress":
+            if event.get("index") == worker.current:
+                worker.doing = bounded(str(event.get("what", "")), 200)
         elif kind == "case":
-            worker.current = None
+            worker.current, worker.doing = None, ""
             if "rows" in event:
                 worker.unit.done.append(event["index"])
                 self.record(event["index"], event["rows"], event.get("line", ""))
@@ -224,7 +228,8 @@ class Pool:
         tail = worker.stderr_tail()
         unit.deaths += 1
         if index is not None and index not in unit.done:
-            detail = f"its worker process {how} during this case" + (f"; stderr: {tail}" if tail else "")
+            where = f" ({worker.doing})" if worker.doing else ""
+            detail = f"its worker process {how} during this case{where}" + (f"; stderr: {tail}" if tail else "")
             self._error(index, detail)
             unit.lost.append(index)
         elif index is not None:  # it died replaying a case that had finished before: nothing more is trusted

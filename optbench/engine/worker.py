@@ -11,8 +11,9 @@ Requests: ``{"op": "init", "cfg": ..., "config_dirs": ..., "sys_path": ...}`` on
 "items": [[index, "run" | "replay"], ...], "fresh": true}`` (``fresh: false`` goes on from the state the last
 request left: the pytest gate sends a group's cases one request each). Events: ``ready`` (the plan's size and
 fingerprint, which the parent compares with its own), ``start`` (a case began: the parent's clock for the
-per-case timeout starts), ``case`` (its rows and console line; a ``replay`` only rebuilds the scratch a later
-case of its group reads, and sends no rows), ``unit-done``, or ``failed`` (init raised). A unit starts from
+per-case timeout starts), ``progress`` (the part of the case that runs now, which a death names), ``case`` (its
+rows and console line; a ``replay`` only rebuilds the scratch a later case of its group reads, and sends no rows),
+``unit-done``, or ``failed`` (init raised). A unit starts from
 the same state whatever ran before it in this process (scratch, torch's settings, RNGs, compiled graphs reset), so
 which worker runs which unit never changes a row."""
 
@@ -26,6 +27,7 @@ import traceback
 
 from optbench.engine.descendants import kill_strays
 from optbench.journal import dumps
+from optbench.rows import bounded
 
 PARENT = "OPTBENCH_PARENT_PID"  # the process that started this worker: when it dies, so does the worker
 
@@ -60,8 +62,14 @@ def serve(requests, out) -> None:
             _send(out, _plan(request, lambda phase: _send(out, {"ev": phase})))
             os._exit(0)  # whatever threads the code under test left: this process answered, it is done
         elif request["op"] == "unit":  # fresh: False goes on from the last unit's state (the pytest gate's items)
+            def started(index: int) -> None:
+                _send(out, {"ev": "start", "index": index})
+
+            def progress(index: int, what: str) -> None:
+                _send(out, {"ev": "progress", "index": index, "what": bounded(str(what), 200)})
+
             for index, mode, rows, line in executor.run_unit(plan, request["items"], request.get("fresh", True),
-                                                             lambda i: _send(out, {"ev": "start", "index": i})):
+                                                             started, progress):
                 kill_strays()  # nothing the case started outlives it
                 _send(out, {"ev": "case", "index": index} | ({"rows": rows, "line": line} if mode == "run" else {}))
             _send(out, {"ev": "unit-done"})
