@@ -71,7 +71,7 @@ class RunContext:
     candidate: Implementation | None = None
     scratch: dict = field(default_factory=dict)  # per group of cases; cleared between groups
     # a case says which part of it runs now ("round-trip scenario 'reversed'"): a worker that dies names it
-    progress: Callable[[str], None] = field(default=lambda what: None, repr=False)
+    progress: Callable[[str], None] = field(default=lambda what: None, repr=False)  # (no one listens: jobs=0)
     _workloads: dict = field(default_factory=dict, repr=False)
     _available: dict = field(default_factory=dict, repr=False)
 

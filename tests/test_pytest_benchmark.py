@@ -34,6 +34,10 @@ def test_gate_hands_each_timed_case_rounds_to_pytest_benchmark(tmp_path):
         # the very rounds optbench measured (interleaved), not a second timing
         assert b["stats"]["data"] == pytest.approx(rounds) and b["stats"]["iterations"] == per_round
         assert b["extra_info"]["optbench"]["impl"] == impl and b["group"] == "sgd.float32.model"
+        # busy as the run said it was, neither more nor less (compare skips a busy case)
+        said = next((r["detail"] for r in rows if r["impl"] == impl and r["metric"] == "time.unstable" and r["value"]),
+                    "")
+        assert b["extra_info"]["optbench"]["unstable"] == said
     # pytest-benchmark's own tools take the file
     cli = Path(sys.executable).parent / "pytest-benchmark"
     listed = subprocess.run([str(cli), "compare", str(bench)],

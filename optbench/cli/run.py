@@ -16,8 +16,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 import optbench.checks  # noqa: F401  (the checks' config blocks, which Hydra's app composes: optbench.checks.registry)
-from optbench.config import CONFIG_MODULE, compose_config, expand_globs, precheck, search_path
-from optbench.engine.direct import exit_code
+from optbench.config import CONFIG_MODULE, expand_globs, precheck, search_path
+from optbench.engine.direct import exit_code, validated
 from optbench.results import FINISHED
 from optbench.usage import EXIT_CHECK_FAILED, UsageError, fail, worst
 
@@ -81,16 +81,10 @@ def run_command(args: list[str]) -> int:
     if flags.multirun and not (flags.cfg or flags.info or flags.help or flags.hydra_help):
         sweep.validate(flags.overrides, config_dirs)  # each swept value composed once; writes nothing
     elif not (flags.multirun or flags.cfg or flags.info or flags.help or flags.hydra_help):
-        from optbench.engine.out_dir import make_writable, refuse_reuse
-        from optbench.engine.runner import SuiteRun
+        from optbench.engine.out_dir import make_writable
 
-        # validates suite, device, dtypes, impls, candidate, options, jobs; writes nothing
-        cfg = compose_config(flags.overrides, config_dirs)
-        run = SuiteRun(cfg, Path("."), config_dirs=config_dirs)
-        if run.candidate_in_workers:  # its import, inspection and build checked in a worker, never here
-            run.blueprint()
-        refuse_reuse(Path(str(cfg.out_dir)))  # before Hydra writes its .hydra/ there
-        make_writable(Path(str(cfg.out_dir)))
+        # validates suite, device, dtypes, impls, candidate, options, jobs, out_dir; writes nothing
+        make_writable(validated(flags.overrides, config_dirs).results.out_dir)
     _exit_codes.clear()
     saved_argv = sys.argv
     sys.argv = ["optbench run", *args, *search_path()]  # the plugins' suites (--config-dir's: Hydra's own flag)

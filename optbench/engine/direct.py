@@ -18,9 +18,6 @@ from optbench.results import Results
 def run(overrides: list[str] | tuple[str, ...] = (), config_dirs=(), echo=print) -> Results:
     """Run ``overrides`` (as ``optbench run`` takes them; ``config_dirs``: its ``--config-dir`` folders) in this
     process's control and return its results (``.verdict``, ``.rows``, ``.out_dir``); ``echo`` gets its lines."""
-    from optbench.engine.out_dir import refuse_reuse
-    from optbench.engine.runner import SuiteRun
-
     config_dirs = [str(Path(d).resolve()) for d in config_dirs]
     overrides = list(overrides)
     if globs := expand_globs(overrides, config_dirs):
@@ -28,13 +25,23 @@ def run(overrides: list[str] | tuple[str, ...] = (), config_dirs=(), echo=print)
 
         raise UsageError(f"{next(iter(globs))}: a glob is a sweep, which optbench.run does not run (optbench run -m)")
     precheck(overrides, config_dirs)
+    return validated(overrides, config_dirs, echo).run()
+
+
+def validated(overrides: list[str], config_dirs=(), echo=print):
+    """The run ``overrides`` describe (a ``SuiteRun``), everything about it checked before anything is written: the
+    config composed and resolved, out_dir new or empty, and a candidate imported, inspected and built in a worker
+    (a UsageError, one line, for what is wrong). ``optbench run`` checks a run so before Hydra's app starts."""
+    from optbench.engine.out_dir import refuse_reuse
+    from optbench.engine.runner import SuiteRun
+
     cfg = compose_config(overrides, config_dirs)
     out_dir = Path(str(cfg.out_dir))
-    refuse_reuse(out_dir)
     run = SuiteRun(cfg, out_dir, echo=echo, config_dirs=config_dirs)
-    if run.candidate_in_workers:  # imported, inspected and built in a worker first: refused before anything is written
+    if run.candidate_in_workers:  # its import, inspection and build checked in a worker, never here
         run.blueprint()
-    return run.run()
+    refuse_reuse(out_dir)  # before Hydra writes its .hydra/ there
+    return run
 
 
 def exit_code(results: Results, outcome=None) -> int:

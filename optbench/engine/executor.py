@@ -28,10 +28,6 @@ from optbench.results import row
 from optbench.rows import bounded
 
 
-def _quiet(what: str) -> None:
-    """Where nobody listens to which part of a case runs (this process is the run's own: ``jobs=0``)."""
-
-
 def quiet_torch() -> None:
     warnings.filterwarnings("ignore", message="Sparse invariant checks")
     # a compiled step calls the optimizer's original step, which the scheduler's call counter does not see
@@ -85,11 +81,13 @@ class Executor:
         for index, mode in requests:
             if started is not None:
                 started(index)
-            self.ctx.progress = (lambda what, i=index: progress(i, what)) if progress is not None else _quiet
+            quiet = self.ctx.progress
+            if progress is not None:
+                self.ctx.progress = lambda what, i=index: progress(i, what)
             try:
                 yield (index, mode, *self.execute(*plan[index]))
             finally:
-                self.ctx.progress = _quiet
+                self.ctx.progress = quiet
 
     def execute(self, check, case: Case) -> tuple[list[dict], str]:
         """Run one case here: its rows (an exception, ``SystemExit`` included, becomes an ``error`` row) and

@@ -27,7 +27,6 @@ import traceback
 
 from optbench.engine.descendants import kill_strays
 from optbench.journal import dumps
-from optbench.rows import bounded
 
 PARENT = "OPTBENCH_PARENT_PID"  # the process that started this worker: when it dies, so does the worker
 
@@ -66,7 +65,7 @@ def serve(requests, out) -> None:
                 _send(out, {"ev": "start", "index": index})
 
             def progress(index: int, what: str) -> None:
-                _send(out, {"ev": "progress", "index": index, "what": bounded(str(what), 200)})
+                _send(out, {"ev": "progress", "index": index, "what": str(what)})  # (the parent bounds it)
 
             for index, mode, rows, line in executor.run_unit(plan, request["items"], request.get("fresh", True),
                                                              started, progress):
