@@ -72,8 +72,16 @@ class RunContext:
     scratch: dict = field(default_factory=dict)  # per group of cases; cleared between groups
     # a case says which part of it runs now ("round-trip scenario 'reversed'"): a worker that dies names it
     progress: Callable[[str], None] = field(default=lambda what: None, repr=False)  # (no one listens: jobs=0)
+    crashed: dict[str, str] = field(default_factory=dict, repr=False)  # part -> how a worker died in it before
     _workloads: dict = field(default_factory=dict, repr=False)
     _available: dict = field(default_factory=dict, repr=False)
+
+    def part(self, what: str) -> str:
+        """Say the case now runs ``what`` (a worker that dies there names it); returns how a worker died in that
+        part of this case before ("" if none did): the case then records the part as an error, leaves it out and
+        runs its other parts (the pool ran it again in a fresh worker)."""
+        self.progress(what)
+        return self.crashed.get(what, "")
 
     def unavailable(self, impl: Implementation, dtype: str) -> str:
         """Why ``impl`` cannot run at ``dtype`` on this device ("" if it can), probed once."""

@@ -232,6 +232,20 @@ class LoadSegfaultsSGD(torch.optim.SGD):
         ctypes.string_at(0)
 
 
+class SegfaultsOnReversedOrderSGD(torch.optim.SGD):
+    """Segfaults loading a state_dict whose groups hold its own parameters in reverse order (a C extension that
+    trusts the file's layout): torch's positional load in the round-trip's 'reversed' scenario, never a load by
+    name (which puts the state in the optimizer's order first)."""
+
+    def load_state_dict(self, state_dict):
+        saved = [g.get("param_names", []) for g in state_dict["param_groups"]]
+        if saved == [g.get("param_names", [])[::-1] for g in self.param_groups] and len(saved[0]) > 1:
+            import ctypes
+
+            ctypes.string_at(0)
+        super().load_state_dict(state_dict)
+
+
 class HangsSGD(_DiesOnThirdStep):
     """Sleeps for an hour."""
 

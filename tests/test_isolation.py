@@ -19,6 +19,7 @@ from optbench.config import compose_config
 from optbench.engine.runner import SuiteRun
 from optbench.journal import JOURNAL, Journal
 from optbench.results import load_run, verdict
+from tests.conftest import run_inline
 
 REPO = Path(__file__).parents[1]
 # one case worker: what a candidate does to its worker needs no second (the rows with 2 workers: PLAIN_RUN)
@@ -173,20 +174,43 @@ def test_a_worker_started_before_the_plan_that_never_gets_ready_ends_the_run(tmp
     assert time.monotonic() - started < 10
 
 
-def test_a_crash_in_a_round_trip_names_the_scenario_it_was_in(tmp_path):
-    """The round-trip runs its scenarios in one case; a worker that dies in one is an error row naming it (the case
-    says which part of it runs: ``RunContext.progress``), and the other implementations' round-trips still report."""
-    from optbench.state.scenarios import BY_NAME
-
+def test_a_crash_in_a_round_trip_scenario_is_its_row_and_the_other_scenarios_still_report(tmp_path):
+    """The round-trip runs its scenarios in one case; a worker that dies in one (in the load by name, or in torch's
+    positional load beside it) is an error row naming that scenario, or a positional verdict 'crashes', and the case
+    runs again in a fresh worker without it, so every other scenario reports as it would have."""
     out = tmp_path / "run"
-    done = optbench("run", "jobs=1", "suite=sgd", "dtype=float32", "impl=[for-loop,candidate]", "checks=[roundtrip]",
-                    "history_dir=null", "candidate=tests.candidates.LoadSegfaultsSGD", f"out_dir={out}")
+    done = optbench("run", "jobs=1", "suite=sgd", "dtype=float32", "impl=[candidate]", "checks=[roundtrip]",
+                    "roundtrip.scenarios=[same_order,reversed,name_aware]", "history_dir=null",
+                    "candidate=tests.candidates.SegfaultsOnReversedOrderSGD", f"out_dir={out}")
     assert done.returncode == 1, done.stderr
+    rows = {r["metric"]: r for r in json.loads((out / "results.json").read_text())["rows"] if r["check"] == "roundtrip"}
+    assert rows["roundtrip.same_order"]["status"] == "pass" and rows["roundtrip.reversed"]["status"] == "pass"
+    assert rows["roundtrip.positional.reversed"]["value"] == 3.0, rows["roundtrip.positional.reversed"]
+    assert "killed by SIGSEGV in torch's positional load" in rows["roundtrip.positional.reversed"]["detail"]
+    assert rows["roundtrip.positional.same_order"]["detail"].startswith("right")
+    # the hook-based load hands the class the file as saved: it dies in the load by name, in that scenario alone
+    assert rows["roundtrip.name_aware"]["status"] == "error"
+    assert "killed by SIGSEGV in this scenario" in rows["roundtrip.name_aware"]["detail"]
+    assert "run.case_error" not in rows and "1 fail" in done.stdout and "1 crashes" in done.stdout
+
+
+def test_a_case_that_keeps_dying_in_its_parts_is_one_error_row_naming_them(tmp_path, monkeypatch):
+    """A case is run again without the part it died in CRASHED_PARTS times at most; then it is one error row
+    naming every part it died in (a load that always segfaults: every scenario would cost a process)."""
+    from optbench.engine import pool
+
+    monkeypatch.setattr(pool, "CRASHED_PARTS", 1)
+    out = tmp_path / "run"
+    assert run_inline(["jobs=1", "suite=sgd", "dtype=float32", "impl=[for-loop,candidate]", "checks=[roundtrip]",
+                       "roundtrip.scenarios=[same_order,reversed]", "history_dir=null",
+                       "candidate=tests.candidates.LoadSegfaultsSGD", f"out_dir={out}"]) == 1
     rows = json.loads((out / "results.json").read_text())["rows"]
     errors = [r for r in rows if r["status"] == "error"]
     assert len(errors) == 1 and errors[0]["impl"] == "candidate:tests.candidates.LoadSegfaultsSGD", errors
-    said = re.search(r"was killed by SIGSEGV during this case \(in round-trip scenario '(\w+)'\)", errors[0]["detail"])
-    assert said and said.group(1) in BY_NAME, errors[0]["detail"]
+    said = re.fullmatch(r"its worker process was killed by SIGSEGV during this case \(in round-trip scenario "
+                        r"'reversed'\); it had died before in round-trip scenario 'same_order' \(each run again "
+                        r"without it\)", errors[0]["detail"])
+    assert said, errors[0]["detail"]
     assert any(r["impl"] == "for-loop" and r["check"] == "roundtrip" and r["status"] == "pass" for r in rows)
 
 

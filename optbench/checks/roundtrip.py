@@ -19,7 +19,7 @@ from dataclasses import replace
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import declared_status
 from optbench.checks.registry import register_check
-from optbench.checks.roundtrip_scenario import Session, run_scenario
+from optbench.checks.roundtrip_scenario import Session, run_scenario, scenario_part
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import CASE_UNSUPPORTED, positional_metric, roundtrip_metric
 from optbench.report import roundtrip as roundtrip_tables
@@ -161,9 +161,11 @@ class RoundTripCheck:
                                                             "(compiling per load is slow): "
                                                             "roundtrip.compiled=all runs all"), "", ""
             else:
-                ctx.progress(f"in round-trip scenario {scenario.name!r}")
+                crashed = ctx.part(scenario_part(scenario))
                 try:
-                    status, detail, verdict, vdetail = run_scenario(session, scenario)
+                    status, detail, verdict, vdetail = (
+                        ("error", f"{crashed} in this scenario (the other scenarios ran in a fresh one)", "", "")
+                        if crashed else run_scenario(session, scenario))
                 except Exception as exc:
                     status, detail, verdict, vdetail = (
                         "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", "", "")
@@ -179,12 +181,13 @@ class RoundTripCheck:
             if verdict:
                 counts[verdict] = counts.get(verdict, 0) + 1
                 rows.append(row(labels, check="roundtrip", metric=positional_metric(scenario.name),
-                                value=POSITIONAL[verdict], unit="0 right, 1 silently wrong, 2 raises",
+                                value=POSITIONAL[verdict], unit="0 right, 1 silently wrong, 2 raises, 3 crashes",
                                 detail=f"{verdict}: {vdetail}"))
         bad = counts.get("fail", 0) + counts.get("error", 0)
         line = (f"  {'FAIL' if bad else 'PASS':5} round-trip {case.impl_name:>10}: by name "
                 f"{counts.get('pass', 0)} pass, {bad} fail, {counts.get('skip', 0)} skip, "
                 f"{counts.get('xfail', 0)} xfail; "
                 f"torch positional {counts.get('right', 0)} right, {counts.get('silently wrong', 0)} silently wrong, "
-                f"{counts.get('raises', 0)} raises{fell_back}")
+                f"{counts.get('raises', 0)} raises"
+                + (f", {counts['crashes']} crashes" if counts.get("crashes") else "") + fell_back)
         return Outcome(rows, line)

@@ -143,6 +143,11 @@ def compare(final: dict, expected: dict, exact: bool, eps: float, tol: float, st
     return worst <= tol, f"max {worst:.3g} eps (tolerance {tol:g})"
 
 
+def scenario_part(scenario: Scenario) -> str:
+    """The part of a round-trip case one scenario is (``RunContext.part``): a worker that dies there names it."""
+    return f"in round-trip scenario {scenario.name!r}"
+
+
 def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, str]:
     """(by-name status, detail, torch's positional verdict, its detail) of one scenario."""
     case, ctx = session.case, session.ctx
@@ -217,8 +222,11 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
         reference = (stepper.optimizer, mine)
     except StateDictNameError as exc:
         reference, refusal = None, str(exc)
-    verdict, verdict_detail = positional(session, scenario, impl, state_dict(),
-                                         _load_params(params, scenario.load, session.names, dtype, device), reference)
+    crashed = ctx.part(f"in torch's positional load_state_dict, round-trip scenario {scenario.name!r}")
+    verdict, verdict_detail = (("crashes", f"{crashed} in torch's positional load (run again without it)")
+                               if crashed else positional(session, scenario, impl, state_dict(), _load_params(
+                                   params, scenario.load, session.names, dtype, device), reference))
+    ctx.part(scenario_part(scenario))  # back in the scenario's own part
 
     detail = ""
     if refuses:

@@ -72,22 +72,24 @@ class Executor:
             torch._dynamo.reset()
 
     def run_unit(self, plan: list, requests: list, fresh: bool = True, started=None, progress=None):
-        """Run one unit's ``requests`` (``[index, "run" | "replay"]`` into ``plan``, as ``Unit.requests`` gives
-        them), from a fresh unit state unless ``fresh`` is False; yields ``(index, mode, rows, line)`` per request
-        (a replay only rebuilds the scratch a later case reads: its rows are not recorded). ``started(index)`` is
-        called as each case begins, ``progress(index, what)`` as the case says which part of it runs."""
+        """Run one unit's ``requests`` (``[index, "run" | "replay", {crashed part: how}]`` into ``plan``, as
+        ``Unit.requests`` gives them), from a fresh unit state unless ``fresh`` is False; yields
+        ``(index, mode, rows, line)`` per request (a replay only rebuilds the scratch a later case reads: its rows
+        are not recorded). ``started(index)`` is called as each case begins, ``progress(index, what)`` as the case
+        says which part of it runs."""
         if fresh:
             self.reset_for_unit()
-        for index, mode in requests:
+        for index, mode, *crashed in requests:
             if started is not None:
                 started(index)
             quiet = self.ctx.progress
             if progress is not None:
                 self.ctx.progress = lambda what, i=index: progress(i, what)
+            self.ctx.crashed = dict(crashed[0]) if crashed else {}
             try:
                 yield (index, mode, *self.execute(*plan[index]))
             finally:
-                self.ctx.progress = quiet
+                self.ctx.progress, self.ctx.crashed = quiet, {}
 
     def execute(self, check, case: Case) -> tuple[list[dict], str]:
         """Run one case here: its rows (an exception, ``SystemExit`` included, becomes an ``error`` row) and

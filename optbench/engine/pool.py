@@ -4,7 +4,9 @@ A worker that dies (a segfault, an abort, ``os._exit``, the kernel's OOM killer)
 ``case_timeout_s`` is killed and replaced: its case becomes an ``error`` row naming how it ended (signal,
 exit code or timeout) with the last lines of its stderr, and the rest of its unit runs in a fresh worker,
 which first replays the unit's finished cases (without recording them again) to rebuild the scratch
-later cases read. A unit whose worker dies twice records its remaining cases as not run.
+later cases read. A unit whose worker dies twice records its remaining cases as not run. A death in a part the
+case named (``RunContext.part``: a round-trip scenario) is not yet the case's: the case runs again in a fresh
+worker and records that part as an error row naming how the worker died there, up to ``CRASHED_PARTS`` parts.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from optbench.rows import bounded
 BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
         "from optbench.engine.worker import main; main()")
 STDERR_TAIL_LINES = 6
+CRASHED_PARTS = 8  # a case whose worker dies in a part it named runs again without it, this many times at most
 START_TIMEOUT_S = 300  # importing torch and building the run's plan takes seconds; a worker stuck there ends the run
 
 
@@ -226,10 +229,19 @@ class Pool:
         worker.keep_log = True  # the evidence of how it died: kept under out_dir/workers/
         self._retire(worker)
         tail = worker.stderr_tail()
+        running = index is not None and index not in unit.done
+        parts = unit.crashed.setdefault(index, {}) if running else {}
+        if running and worker.doing and worker.doing not in parts and len(parts) < CRASHED_PARTS:
+            # it died in a part the case named: the case runs again in a fresh worker, without that part
+            parts[worker.doing] = f"its worker process {how}" + (f"; stderr: {tail}" if tail else "")
+            pending.appendleft(unit)
+            return
         unit.deaths += 1
-        if index is not None and index not in unit.done:
+        if running:
             where = f" ({worker.doing})" if worker.doing else ""
             detail = f"its worker process {how} during this case{where}" + (f"; stderr: {tail}" if tail else "")
+            if parts:
+                detail += f"; it had died before {'; '.join(parts)} (each run again without it)"
             self._error(index, detail)
             unit.lost.append(index)
         elif index is not None:  # it died replaying a case that had finished before: nothing more is trusted

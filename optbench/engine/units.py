@@ -21,11 +21,14 @@ class Unit:
     done: list[int] = field(default_factory=list)  # recorded already: replayed, not rerun, after a crash
     lost: list[int] = field(default_factory=list)  # recorded as the case its worker died in: never rerun
     deaths: int = 0
+    crashed: dict[int, dict[str, str]] = field(default_factory=dict)  # index -> {part it died in: how}
 
     def requests(self) -> list[list]:
-        """What a worker is sent: the finished cases to replay, then the cases to run."""
+        """What a worker is sent: the finished cases to replay, then the cases to run (with the parts of each
+        that killed a worker before, which the case leaves out: ``RunContext.part``)."""
         return ([[i, "replay"] for i in self.done]
-                + [[i, "run"] for i in self.items if i not in self.done and i not in self.lost])
+                + [[i, "run", self.crashed.get(i, {})] for i in self.items
+                   if i not in self.done and i not in self.lost])
 
 
 def cut_into_units(entries) -> tuple[list[Unit], list[Unit]]:

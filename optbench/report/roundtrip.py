@@ -1,5 +1,5 @@
 """The round-trip matrix: optimizer x scenario rows, one column per implementation, each cell the by-name
-verdict beside what torch's own positional load_state_dict did (right, silently WRONG, raises)."""
+verdict beside what torch's own positional load_state_dict did (right, silently WRONG, raises, CRASHES its process)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 from optbench.metrics import POSITIONAL_PREFIX
 
 BY_NAME = {"pass": "pass", "fail": "FAIL", "error": "ERR", "xfail": "xfail", "xpass": "XPASS", "skip": "skip"}
-TORCH = {0.0: "right", 1.0: "WRONG", 2.0: "raises"}
+TORCH = {0.0: "right", 1.0: "WRONG", 2.0: "raises", 3.0: "CRASHES"}
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -39,4 +39,5 @@ def silently_wrong(rows: pd.DataFrame) -> pd.DataFrame:
     rt = rt.assign(scenario=rt["metric"].str.replace(POSITIONAL_PREFIX, "", regex=False),
                    verdict=rt["value"].map(TORCH))
     counts = rt.groupby("scenario", sort=False)["verdict"].value_counts().unstack(fill_value=0)
-    return counts.reindex(columns=[c for c in ("right", "WRONG", "raises") if c in counts.columns]).reset_index()
+    verdicts = ("right", "WRONG", "raises", "CRASHES")
+    return counts.reindex(columns=[c for c in verdicts if c in counts.columns]).reset_index()

@@ -11,7 +11,7 @@ from optbench.state.by_name import shape_mismatch
 from optbench.state.formats import same_value
 from optbench.state.scenarios import Scenario
 
-POSITIONAL = {"right": 0.0, "silently wrong": 1.0, "raises": 2.0}
+POSITIONAL = {"right": 0.0, "silently wrong": 1.0, "raises": 2.0, "crashes": 3.0}  # crashes: killed its process
 
 
 def _per_name(optimizer, params: dict) -> dict[str, tuple[dict, dict]]:
