@@ -87,11 +87,13 @@ def test_the_report_matrix_shows_each_verdict_beside_torchs(tmp_path):
     run = SuiteRun(cfg, tmp_path)
     check = REGISTRY["roundtrip"]
     rows = pd.DataFrame([r for case in check.cases(run.suites[0], run.ctx) for r in check.run(case, run.ctx).rows])
-    matrix = report.table(rows).set_index("scenario")["for-loop"].to_dict()
-    assert matrix == {"same_order": "pass · torch right", "same_shapes_reordered": "pass · torch WRONG",
-                      "regrouped": "pass · torch raises"}
+    matrix = report.table(rows).set_index(["dtype", "scenario"])["for-loop"].to_dict()
+    others = [d for d in run.ctx.dtypes["adamw"] if d != "float32"]  # roundtrip.every_dtype's same_order
+    assert others and matrix == {
+        ("float32", "same_order"): "pass · torch right", ("float32", "same_shapes_reordered"): "pass · torch WRONG",
+        ("float32", "regrouped"): "pass · torch raises", **{(d, "same_order"): "pass · torch right" for d in others}}
     counts = report.silently_wrong(rows).set_index("scenario")
-    assert counts.loc["same_shapes_reordered", "WRONG"] == 1 and counts.loc["same_order", "right"] == 1
+    assert counts.loc["same_shapes_reordered", "WRONG"] == 1 and counts.loc["same_order", "right"] == 1 + len(others)
 
 
 def _drops_state(opt, sd, strict=True, rename=None):

@@ -34,7 +34,7 @@ from optbench.workloads import Workload
 def _chosen(ctx: RunContext, key: str) -> list[str] | None:
     """``roundtrip.<key>`` as scenario names (None: all of them); one name may stand alone."""
     value = ctx.settings.roundtrip.get(key)
-    if value in (None, "all"):
+    if value is None or (isinstance(value, str) and value == "all"):
         return None
     names = [str(value)] if isinstance(value, str) else [str(n) for n in value]
     unknown = [n for n in names if n not in BY_NAME]
@@ -69,7 +69,8 @@ def _unnamed_outcome(case: Case, ctx: RunContext, why: str) -> Outcome:
         rows.append(row(case.labels, check="roundtrip", metric=roundtrip_metric(scenario.name), value=0.0,
                         status=status, detail=detail, finding=dev[0].finding if dev else ""))
     finding = f" ({declared[0].finding})" if declared else ""
-    line = (f"  {'XFAIL' if declared else 'SKIP ':5} round-trip {case.impl_name:>10}: {counts.get('xfail', 0)} xfail, "
+    line = (f"  {'XFAIL' if declared else 'SKIP ':5} round-trip {case.impl_name:>10} {case.dtype}: "
+            f"{counts.get('xfail', 0)} xfail, "
             f"{counts.get('skip', 0)} skip: it cannot take named parameters{finding}: {why}")
     return Outcome(rows, line)
 
@@ -102,26 +103,32 @@ def _rejected(case: Case, ctx: RunContext) -> str:
     # state_dict round-trips by name (optbench/state/scenarios.py), one row per scenario. dtype: the parameters'
     # and state's; scenarios: all, or a list of names, e.g. [reversed,subset,ddp_prefix]; compiled: the compiled
     # variant's scenarios (a compile per load; all: every one)
+    # every_dtype: the scenarios also run at each other dtype the run checks ([]: none), where the state's dtypes
+    # after the load are compared with the uninterrupted run's (torch's load casts state to the parameter's dtype)
     config={"dtype": "float32", "steps": 10, "save_at": 5, "scenarios": "all",
-            "compiled": ["same_order", "reversed", "cross_implementation"]},
+            "compiled": ["same_order", "reversed", "cross_implementation"],
+            "every_dtype": ["same_order", "cross_implementation"]},
     sections=lambda rows: [
         ("state_dict round-trip matrix (by name · what torch's positional load_state_dict did)",
          roundtrip_tables.table(rows)),
         ("torch's positional load per scenario (cases)", roundtrip_tables.silently_wrong(rows))])
 class RoundTripCheck:
-    """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``; a row per scenario."""
+    """One case per implementation, on the suite's ``roundtrip_hparams`` at ``roundtrip.dtype``, and one at each other
+    dtype the run checks with the ``roundtrip.every_dtype`` scenarios; a row per scenario."""
 
     name = "roundtrip"
     requires = ()
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
-        for key in ("scenarios", "compiled"):
+        for key in ("scenarios", "compiled", "every_dtype"):
             _chosen(ctx, key)  # a misspelt name is a usage error before anything runs
-        dtype, hset = str(ctx.settings.roundtrip.dtype), suite.hparam_set(suite.roundtrip_hparams)
+        primary, hset = str(ctx.settings.roundtrip.dtype), suite.hparam_set(suite.roundtrip_hparams)
+        others = [d for d in ctx.dtypes[suite.name] if d != primary] if _chosen(ctx, "every_dtype") != [] else []
         out = []
-        for impl in (i for i in ctx.impls[suite.name] if not ctx.unavailable(i, dtype)):
-            taken, why = taken_set(impl, suite, hset)
-            out.append(Case(suite, impl, dtype, taken or hset, ctx.device, skip=why if taken is None else ""))
+        for dtype in [primary, *others]:
+            for impl in (i for i in ctx.impls[suite.name] if not ctx.unavailable(i, dtype)):
+                taken, why = taken_set(impl, suite, hset)
+                out.append(Case(suite, impl, dtype, taken or hset, ctx.device, skip=why if taken is None else ""))
         return out
 
     def group(self, case: Case) -> tuple:
@@ -131,7 +138,7 @@ class RoundTripCheck:
         if case.skip:  # a candidate that takes no hparam set's options
             return Outcome([row(case.labels, check="roundtrip", metric=CASE_UNSUPPORTED, value=1,
                                 status="unsupported", detail=case.skip)],
-                           f"  UNSUP round-trip {case.impl_name:>10}: {case.skip}")
+                           f"  UNSUP round-trip {case.impl_name:>10} {case.dtype}: {case.skip}")
         rt = ctx.settings.roundtrip
         workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
         fell_back = ""
@@ -142,7 +149,7 @@ class RoundTripCheck:
             if accepted is None:
                 return Outcome([row(case.labels, check="roundtrip", metric=CASE_UNSUPPORTED, value=1,
                                     status="unsupported", detail=why + "; no other hparam set is accepted either")],
-                               f"  UNSUP round-trip {case.impl_name:>10}: {why}")
+                               f"  UNSUP round-trip {case.impl_name:>10} {case.dtype}: {why}")
             fell_back = f" (on {accepted.name!r}: it refuses {case.hset.name!r}: {why})"
             case = replace(case, hset=accepted)
             workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
@@ -153,6 +160,9 @@ class RoundTripCheck:
             case = replace(case, impl=replace(case.impl, named=True))  # it takes names now: check it by name
         session = Session(case, ctx, workload, int(rt.save_at))
         chosen, compiled_only = _chosen(ctx, "scenarios") or list(BY_NAME), _chosen(ctx, "compiled")
+        if case.dtype != str(rt.dtype):  # another dtype of the run: the scenarios chosen for every dtype
+            every = _chosen(ctx, "every_dtype")
+            chosen = [n for n in chosen if every is None or n in every]
         declared = case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name, check="roundtrip")
         rows, counts = [], {}
         for scenario in (s for s in SCENARIOS if s.name in chosen):
@@ -184,7 +194,7 @@ class RoundTripCheck:
                                 value=POSITIONAL[verdict], unit="0 right, 1 silently wrong, 2 raises, 3 crashes",
                                 detail=f"{verdict}: {vdetail}"))
         bad = counts.get("fail", 0) + counts.get("error", 0)
-        line = (f"  {'FAIL' if bad else 'PASS':5} round-trip {case.impl_name:>10}: by name "
+        line = (f"  {'FAIL' if bad else 'PASS':5} round-trip {case.impl_name:>10} {case.dtype}: by name "
                 f"{counts.get('pass', 0)} pass, {bad} fail, {counts.get('skip', 0)} skip, "
                 f"{counts.get('xfail', 0)} xfail; "
                 f"torch positional {counts.get('right', 0)} right, {counts.get('silently wrong', 0)} silently wrong, "

@@ -19,7 +19,7 @@ from optbench.hyperparameters import for_torch
 from optbench.implementations.torch_variants import BASELINE
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.one_step import update_eps
-from optbench.numerics.trajectory import as_array, objective_closure, set_gradients, snapshot
+from optbench.numerics.trajectory import as_array, kinds, objective_closure, set_gradients, snapshot
 from optbench.reference.contract import kind_of
 from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
 from optbench.state.formats import optimizer_from_dict
@@ -63,12 +63,19 @@ class Session:
 
     def baseline(self, impl, dtype: str, device: str) -> dict:
         """The uninterrupted run's final parameters and state, keyed (fqn, tensor)."""
+        return self._uninterrupted(impl, dtype, device)[0]
+
+    def held_as(self, impl, dtype: str, device: str) -> dict:
+        """What the uninterrupted run holds each of them as at the end (``kinds``: dtypes)."""
+        return self._uninterrupted(impl, dtype, device)[1]
+
+    def _uninterrupted(self, impl, dtype: str, device: str) -> tuple[dict, dict]:
         key = ("baseline", impl.name, dtype, device)
         if key not in self._cache:
             params = self.materialize(dtype, device)
             stepper = self.build(impl, Layout(), params)
             self.advance(stepper, params, range(self.workload.steps))
-            self._cache[key] = snapshot(stepper.optimizer, params)
+            self._cache[key] = snapshot(stepper.optimizer, params), kinds(stepper.optimizer, params)
         return self._cache[key]
 
     def fresh(self, impl, dtype: str, device: str, names: list[str], saved_groups: list[dict]) -> dict:
@@ -252,6 +259,7 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
         return "fail", f"{detail}it refused the load it must accept: {refusal[:160]}", verdict, verdict_detail
     session.advance(stepper, mine, range(session.save_at, session.workload.steps))
     final = snapshot(stepper.optimizer, mine)
+    drifted = _drifted(kinds(stepper.optimizer, mine), session.held_as(impl, dtype, device), order)
     expected = {k: v for k, v in session.baseline(impl, save_dtype,
                                                   save_device if not scenario.save_impl else device).items()
                 if k[0] in load_names and k[0] in order}
@@ -270,9 +278,20 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     dropped = [n for n in order if n not in load_names]
     extra = ((f"; {len(new)} new FQNs started fresh" if new else "")
              + (f"; {len(dropped)} saved FQNs dropped" if dropped else ""))
-    return (("pass" if ok else "fail"),
+    if drifted:
+        how = (f"{len(drifted)} state values held as another dtype than the uninterrupted run holds them, e.g. "
+               f"{', '.join(drifted[:3])}; " + how)
+    return (("pass" if ok and not drifted else "fail"),
             detail + f"continued {session.workload.steps - session.save_at} steps: {how}{extra}",
             verdict, verdict_detail)
+
+
+def _drifted(held: dict, uninterrupted: dict, saved: list[str]) -> list[str]:
+    """The saved FQNs' values the resumed run holds as another dtype (or type) than the uninterrupted run at the
+    loading side's dtype: ``fqn/key uninterrupted -> resumed`` (torch's load casts state to the parameter's dtype:
+    a library that keeps float32 moments for bfloat16 parameters gets them back rounded)."""
+    return sorted(f"{n}/{k} {kind} -> {held[(n, k)]}" for (n, k), kind in uninterrupted.items()
+                  if n in saved and (n, k) in held and held[(n, k)] != kind)
 
 
 def previous_implementation(session: Session):

@@ -144,6 +144,20 @@ class LowPrecisionStateAdamW(CorrectAdamW):
         return exp_avg_sq.to(grad.dtype)
 
 
+class MasterMomentsCastOnLoadAdamW(CorrectAdamW):
+    """Bug: keeps float32 moments for lower-precision parameters (as mixed-precision libraries do) but takes torch's
+    load_state_dict, which casts them to the parameters' dtype: a resumed run goes on with bfloat16 moments."""
+
+    def _init_state(self, param: Tensor, state: dict, group: dict) -> None:
+        super()._init_state(param, state, group)
+        for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+            if key in state and param.dtype in (torch.bfloat16, torch.float16):
+                state[key] = state[key].float()
+
+    def _update(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> None:
+        super()._update(param, grad.to(state["exp_avg"].dtype), state, group)
+
+
 class SwappedStateDictAdamW(torch.optim.AdamW):
     """Bug: state_dict() saves exp_avg and exp_avg_sq under each other's key (torch's step, correct)."""
 
@@ -168,10 +182,11 @@ MUTANTS: dict[str, str] = {
     "MaximizeIgnoredAdamW": "adamw",
     "LowPrecisionStateAdamW": "adamw",
     "SwappedStateDictAdamW": "adamw",
+    "MasterMomentsCastOnLoadAdamW": "adamw",
 }
 CONTROLS: dict[str, str] = {"CorrectAdamW": "adamw"}
 # Below float64 a float32 second moment is as precise as the parameter's dtype or more: not a bug there.
-EXISTS_AT = {"LowPrecisionStateAdamW": ("float64",)}
-# Its steps are torch's: only a state_dict round-trip can see it.
-CAUGHT_BY = {"SwappedStateDictAdamW": "roundtrip"}
+EXISTS_AT = {"LowPrecisionStateAdamW": ("float64",), "MasterMomentsCastOnLoadAdamW": ("bfloat16", "float16")}
+# Their steps are right: only a state_dict round-trip can see them (the second at the dtypes it exists at).
+CAUGHT_BY = {"SwappedStateDictAdamW": "roundtrip", "MasterMomentsCastOnLoadAdamW": "roundtrip"}
 SHOWS_BY = {"LateBugAdamW": 25}  # its bug starts at step 21

@@ -64,6 +64,18 @@ def snapshot(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) 
     return out
 
 
+def kinds(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], str]:
+    """What each parameter and state value of ``snapshot`` is held as: a tensor's dtype, else its Python type."""
+    out, states = {}, per_parameter_state(optimizer)
+    for name, p in params.items():
+        out[(name, "param")] = str(p.dtype).removeprefix("torch.")
+        for key, value in states.get(p, {}).items():
+            if as_array(value) is not None:
+                out[(name, key)] = (str(value.dtype).removeprefix("torch.") if isinstance(value, torch.Tensor)
+                                    else type(value).__name__)
+    return out
+
+
 def set_gradients(params: dict[str, torch.nn.Parameter], workload: Workload, step: int) -> None:
     for name, p in params.items():
         p.grad = workload.gradient(step, name, p) if p.requires_grad else None

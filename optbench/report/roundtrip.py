@@ -18,16 +18,18 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
     positional = rt["metric"].str.startswith(POSITIONAL_PREFIX)
     scenario = rt["metric"].str.replace(POSITIONAL_PREFIX, "", regex=False).str.replace("roundtrip.", "", regex=False)
     frame = rt.assign(scenario=scenario, kind=positional.map({True: "torch", False: "by_name"}))
-    by_name = frame[frame["kind"] == "by_name"].set_index(["suite", "scenario", "impl"])["status"].map(BY_NAME)
-    torch_ = frame[frame["kind"] == "torch"].set_index(["suite", "scenario", "impl"])["value"].map(TORCH)
+    keys = ["suite", "dtype", "scenario", "impl"]  # the round-trip runs at each dtype of the run
+    by_name = frame[frame["kind"] == "by_name"].set_index(keys)["status"].map(BY_NAME)
+    torch_ = frame[frame["kind"] == "torch"].set_index(keys)["value"].map(TORCH)
     cell = by_name.to_frame("by_name").join(torch_.rename("torch"), how="left")
     cell["text"] = cell["by_name"] + cell["torch"].map(lambda t: f" · torch {t}" if isinstance(t, str) else "")
     wide = cell["text"].unstack("impl").fillna("")
     order = list(dict.fromkeys(frame["impl"]))
     wide = wide.reindex(columns=[c for c in order if c in wide.columns])
-    suites, scenarios = list(dict.fromkeys(frame["suite"])), list(dict.fromkeys(frame["scenario"]))
-    wide = wide.reindex(pd.MultiIndex.from_tuples([(s, c) for s in suites for c in scenarios if (s, c) in wide.index]))
-    wide.index.names = ["suite", "scenario"]
+    suites, dtypes, scenarios = (list(dict.fromkeys(frame[k])) for k in ("suite", "dtype", "scenario"))
+    wide = wide.reindex(pd.MultiIndex.from_tuples([(s, d, c) for s in suites for d in dtypes for c in scenarios
+                                                   if (s, d, c) in wide.index]))
+    wide.index.names = ["suite", "dtype", "scenario"]
     return wide.reset_index()
 
 
