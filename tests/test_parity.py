@@ -1,6 +1,7 @@
 """Parity engine: error metric, workloads, determinism, and torch's own for-loop passing every suite."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -129,3 +130,31 @@ def test_a_failing_case_names_its_worst_departure_beside_its_first(tmp_path):
     first, _, worst = case["detail"].partition("; worst: ")
     assert first.startswith("first past tolerance: step 21") and worst, case["detail"]
     assert float(worst.split(" eps")[0]) > float(first.split(": ")[-1].split(" eps")[0])
+
+
+def test_a_failing_case_leads_with_the_tensors_it_never_moved(tmp_path):
+    """A step that skips a param group departs by the whole movement of its parameters: the case's line says they
+    never moved (from the snapshots), ahead of the first and worst errors; a correct step names none."""
+    from tests.conftest import run_inline
+
+    run = ["suite=sgd", "impl=[candidate]", "dtype=float32", "checks=[parity]", "jobs=0", "steps=3",
+           "hparams=momentum_dampening_maximize_groups", "history_dir=null"]
+    out = tmp_path / "bug"
+    assert run_inline([*run, "candidate=optbench.mutants.sgd.FirstGroupOnlySGD", f"out_dir={out}"]) == 1
+    case = next(r for r in json.loads((out / "results.json").read_text())["rows"]
+                if r["metric"] == "parity.max_err_eps" and r["fqn"] == "")
+    assert re.match(r"\d+ parameter\(s\) never moved from their initial value in 3 steps \(the reference moves "
+                    r"them\), e\.g\. ", case["detail"]), case["detail"]
+    assert "first past tolerance" in case["detail"]
+
+
+def test_never_moved_reads_the_snapshots():
+    from optbench.numerics.never_moved import never_moved
+
+    p0, s1 = np.zeros(3), np.ones(2)
+    moved = [{("a", "param"): p0 + 1, ("a", "m"): s1}, {("a", "param"): p0 + 2, ("a", "m"): s1 * 2}]
+    still = [{("a", "param"): p0.copy(), ("a", "m"): s1}, {("a", "param"): p0.copy(), ("a", "m"): s1.copy()}]
+    assert never_moved(moved, {"a": p0}) == set()
+    assert never_moved(still, {"a": p0}) == {("a", "param"), ("a", "m")}
+    assert never_moved(still[:1], {"a": p0}) == {("a", "param")}  # state after one step: nothing to compare with
+    assert never_moved([], {"a": p0}) == set()

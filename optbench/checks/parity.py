@@ -28,9 +28,10 @@ from optbench.metrics import (
     PARITY_TOL_EPS,
 )
 from optbench.numerics.accuracy import tolerance_eps
+from optbench.numerics.never_moved import diagnosis, never_moved
 from optbench.numerics.one_step import update_eps
 from optbench.numerics.precision import precision_rows
-from optbench.numerics.trajectory import run_trajectory
+from optbench.numerics.trajectory import as_array, run_trajectory
 from optbench.report import tables
 from optbench.results import DECLARED, row
 from optbench.suite.spec import DTYPES, Suite
@@ -182,7 +183,12 @@ class ParityCheck:
         gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
         ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor)
                                                      for _, errs in declared for e in errs.itertuples()}
-        rows, line = self._rows(case, gated, declared, traj.one_sided, traj.decisions_left_out, traj.breaches)
+        still = set()
+        if (gated.err_eps > gated.tol).any():  # failing: which of its tensors the implementation never moved
+            initial = workload.materialize(DTYPES[case.dtype], ctx.device)
+            still = never_moved(traj.snapshots, {n: as_array(p) for n, p in initial.items()})
+        rows, line = self._rows(case, gated, declared, traj.one_sided, traj.decisions_left_out, traj.breaches,
+                                still)
         if traj.decisions_adopted:
             rows.append(row(labels, check="parity", metric=PARITY_DECISIONS_ADOPTED, value=traj.decisions_adopted,
                             unit="element-steps", gate="trajectory",
@@ -191,7 +197,7 @@ class ParityCheck:
         return Outcome(rows + precision_rows(case.labels, traj.dtypes) + fixed, line)
 
     def _rows(self, case: Case, gated, declared, one_sided: dict, left_out: int = 0,
-              breaches: dict | None = None) -> tuple[list[dict], str]:
+              breaches: dict | None = None, still: set | None = None) -> tuple[list[dict], str]:
         labels, breaches = case.labels, breaches or {}
         over = gated[gated.err_eps > gated.tol]
         broken = gated[gated.kind == "contract"]
@@ -214,6 +220,10 @@ class ParityCheck:
                                f"{worst.fqn}/{worst.tensor} ({worst.kind})")
             if one_sided:
                 detail = f"{one_sided_detail(one_sided, case.suite)}; {detail}"
+            stuck = diagnosis({(r.fqn, r.tensor) for r in numeric.itertuples()} & (still or set()),
+                              int(gated.step.max()))
+            if stuck:  # the likely bug, where a large error table would only imply it
+                detail = f"{stuck}; {detail}"
         else:
             status = ("fail" if "fail" in dev_status else "xfail" if "xfail" in dev_status
                       else "xpass" if "xpass" in dev_status else "pass")

@@ -110,12 +110,21 @@ class PromotesParamSGD(CorrectSGD):
         param.data = param.data.double()
 
 
+class FirstGroupOnlySGD(CorrectSGD):
+    """Bug: steps the first param group only (a loop over param_groups[0]): the other groups never move."""
+
+    def _update(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> None:
+        if group is self.param_groups[0]:
+            super()._update(param, grad, state, group)
+
+
 MUTANTS: dict[str, str] = {
     "NesterovOldBufferSGD": "sgd",
     "DampenedFirstStepSGD": "sgd",
     "DecayIgnoredUnderMaximizeSGD": "sgd",
     "WritesGradSGD": "sgd",
     "PromotesParamSGD": "sgd",
+    "FirstGroupOnlySGD": "sgd",
 }
 CONTROLS: dict[str, str] = {"CorrectSGD": "sgd"}
 EXISTS_AT = {"PromotesParamSGD": ("float32", "bfloat16", "float16")}  # a float64 parameter stays float64
