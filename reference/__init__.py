@@ -18,7 +18,8 @@ from types import ModuleType
 
 from .contract import ContractError, NotAReference, check, updated
 
-NOT_REFERENCES = {"sparse", "complex", "contract"}  # helpers: sparse COO gradients, complex parameters, the contract
+NOT_REFERENCES = {"sparse", "complex", "contract", "group_step"}  # helpers: sparse COO gradients, complex parameters,
+# the contract, a step counter per param group
 
 
 def builtin_names() -> list[str]:

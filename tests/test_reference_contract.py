@@ -91,3 +91,26 @@ def test_a_refusal_is_a_contract_error_and_an_attribute_error(monkeypatch):
 def test_the_optional_members_read_with_their_defaults():
     bare = toy("gradient")
     assert (kind_of(bare), eager_state(bare), decisions_of(bare)) == ("gradient", False, None)
+
+
+def test_group_step_gives_any_reference_the_groups_count():
+    """A library's per-group step counter (every step() call) for a reference that counts per tensor (RAdam's, which
+    reads no group_step itself): a tensor whose first gradient comes at the third step() call is bias-corrected
+    with t = 3, as torch's own count would give after three updates; without the option, with t = 1."""
+    import numpy as np
+
+    from optbench.reference import load_reference
+    from optbench.reference.group_step import with_group_step
+
+    radam = load_reference("radam")
+    hp = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "decoupled_weight_decay": False,
+          "maximize": False, "foreach": None, "capturable": False, "differentiable": False, "dtype_eps": 2.0**-52}
+    p, g = np.array([1.0, -2.0]), np.array([0.5, 0.25])
+    wrapped = with_group_step(radam, [{**hp, "group_step": True}])
+    assert with_group_step(radam, [hp]) is radam
+    late, late_state = wrapped.update(p, g, radam.init(p, hp), {**hp, "group_step": True, "iteration": 3.0})
+    assert float(late_state["step"]) == 3.0
+    first, _ = radam.update(p, g, radam.init(p, hp), hp)
+    assert not np.array_equal(late, first)  # t = 3, not 1: another bias correction
+    state3 = {**radam.init(p, hp), "step": np.float64(2.0)}
+    np.testing.assert_array_equal(late, radam.update(p, g, state3, hp)[0])

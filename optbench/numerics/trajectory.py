@@ -25,6 +25,7 @@ from optbench.numerics.precision import kept_in
 from optbench.reference import updated
 from optbench.reference.complex import as_complex
 from optbench.reference.contract import decisions_of, eager_state, kind_of
+from optbench.reference.group_step import with_group_step
 from optbench.state.batched import per_parameter_state
 from optbench.suite.schedules import factor as schedule_factor
 from optbench.suite.schedules import torch_scheduler
@@ -285,6 +286,7 @@ def run_trajectory(
         if name in hp:
             hp[name]["param_meta"] = dict(meta)
     reference = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
+    reference = with_group_step(reference, hp.values())  # a library's step counter per param group
     kind = kind_of(reference)
     closure_driven = kind == "closure"
     yardstick = None
