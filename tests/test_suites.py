@@ -75,6 +75,30 @@ def test_every_declared_deviation_is_a_documented_finding_with_a_script():
         assert list((REPO / "docs" / "findings").glob(f"{fid}_*.py")), f"{fid} has no plain-torch script"
 
 
+def test_a_librarys_findings_cover_its_classes_in_every_suite_and_nothing_else(tmp_path, monkeypatch):
+    """suites/library/pytorch_optimizer.yaml declares F48 (its base class writes into p.grad under maximize) once:
+    a pytorch-optimizer class judged under torch's adam suite is covered, torch's own Adam and another library's
+    class are not; a library file that names another's classes is refused in one line naming it."""
+    from optbench.suite import libraries
+
+    adam = resolve(composed("adam").suite)[0]
+    maximize = next(h.name for h in adam.hparams if "maximize" in h.name)
+    for impl, covered in (("candidate:pytorch_optimizer.AdamP", True), ("for-loop", False),
+                          ("candidate:heavyball.AdamW", False)):
+        found = {d.finding for d in adam.deviations_for(impl, "float32", maximize)}
+        assert ("F48" in found) is covered, (impl, found)
+    folder = tmp_path / "library"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text("library: mine\ndeviations:\n  - {finding: F01, impl: fused, reason: x}\n")
+    monkeypatch.setattr(libraries.resources, "files", lambda module: tmp_path)
+    libraries.library_deviations.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"library/mine.yaml: F01: impl 'fused' must name candidates of mine"):
+            libraries.library_deviations()
+    finally:
+        libraries.library_deviations.cache_clear()
+
+
 def test_a_deviation_declared_for_a_device_applies_only_on_it():
     """F44 (fused CUDA Adam) is judged on CUDA runs only; F01 (fused CPU SGD) on CPU runs only."""
     adam = resolve(composed("adam").suite)[0]

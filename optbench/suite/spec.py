@@ -22,6 +22,7 @@ from optbench.hyperparameters import complete, constructor_defaults, for_torch, 
 from optbench.reference import load_reference
 from optbench.reference.contract import kind_of
 from optbench.suite import keys
+from optbench.suite.libraries import library_deviations
 from optbench.suite.schedules import validate as validate_schedule
 
 DTYPES = {
@@ -405,7 +406,7 @@ class Suite:
         if not hparams:
             raise ValueError(f"suite {cfg.name}: no hparam set runs on torch {torch.__version__} (each has a torch: "
                              "range that leaves it out)")
-        declared = [Deviation.from_config(d) for d in cfg.get("deviations", [])]
+        declared = [Deviation.from_config(d) for d in (*cfg.get("deviations", []), *library_deviations())]
         return cls(
             name=str(cfg.name),
             optimizer=cfg.get("optimizer"),
