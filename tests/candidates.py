@@ -338,3 +338,31 @@ class ExtraTrafficAdamW(torch.optim.AdamW):
                         state["scratch"] = torch.empty(count, dtype=p.dtype, device=p.device)
                     state["scratch"].copy_(p.reshape(-1)[:count])
         return loss
+
+
+class LazyAdagrad(torch.optim.Optimizer):
+    """Adagrad written from its documentation in a class of its own, creating state at a parameter's first gradient
+    (as libraries do; torch's Adagrad creates it at construction): correct."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
+                 maximize=False):
+        super().__init__(params, {"lr": lr, "lr_decay": lr_decay, "weight_decay": weight_decay, "eps": eps,
+                                  "initial_accumulator_value": initial_accumulator_value, "maximize": maximize})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)
+                    state["sum"] = torch.full_like(p, group["initial_accumulator_value"])
+                grad = -p.grad if group["maximize"] else p.grad
+                state["step"] += 1
+                if group["weight_decay"]:
+                    grad = grad.add(p, alpha=group["weight_decay"])
+                clr = group["lr"] / (1 + (state["step"].item() - 1) * group["lr_decay"])
+                state["sum"].addcmul_(grad, grad, value=1)
+                p.addcdiv_(grad, state["sum"].sqrt().add_(group["eps"]), value=-clr)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import QUICK_TIMING, run_inline
+
 REPO = Path(__file__).parents[1]
 SUITE = textwrap.dedent('''
     name: mylion
@@ -108,3 +110,16 @@ def test_a_users_suite_file_replaces_the_built_in_of_its_name(tmp_path):
     assert main(run) == 0
     recorded = json.loads((tmp_path / "lion" / "results.json").read_text())["config"]["suite"]["reference"]
     assert recorded == "tests.byo.lion_reference"
+
+
+def test_the_nearest_torch_baseline_is_timed_only_where_the_candidate_is(tmp_path):
+    """A candidate-only suite times its candidate beside torch's nearest optimizer (Lion: AdamW); where the candidate
+    spec's dtypes leave a dtype out, the baseline is not timed alone there (it was, and raised KeyError)."""
+    spec = tmp_path / "lion32.yaml"
+    spec.write_text("class: tests.byo.lion.Lion\ndtypes: [float32]\n")
+    out = tmp_path / "run"
+    assert run_inline(["suite=lion", f"candidate={spec}", "checks=[speed]", "dtype=[float32,float64]", "jobs=0",
+                       "history_dir=null", *QUICK_TIMING, "speed.edge_cases=[]", f"out_dir={out}"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    timed = {(r["impl"], r["dtype"]) for r in rows if r["check"] == "speed" and r["metric"] == "time.step_ms"}
+    assert timed == {("candidate:tests.byo.lion.Lion", "float32"), ("torch.optim.AdamW", "float32")}, timed

@@ -158,3 +158,17 @@ def test_never_moved_reads_the_snapshots():
     assert never_moved(still, {"a": p0}) == {("a", "param"), ("a", "m")}
     assert never_moved(still[:1], {"a": p0}) == {("a", "param")}  # state after one step: nothing to compare with
     assert never_moved([], {"a": p0}) == set()
+
+
+def test_a_class_of_its_own_may_create_state_at_the_first_gradient(tmp_path):
+    """torch's Adagrad creates state at construction (the reference models it); a library's Adagrad creating it at a
+    parameter's first gradient is not wrong: state of a parameter not stepped yet, on one side, is not judged for
+    another class. Once stepped, its state is compared as any other."""
+    from tests.conftest import run_inline
+
+    out = tmp_path / "run"
+    assert run_inline(["suite=adagrad", "candidate=tests.candidates.LazyAdagrad", "impl=[candidate]", "jobs=0",
+                       "checks=[parity]", "dtype=float32", "hparams=[default,groups]", "steps=4", "history_dir=null",
+                       f"out_dir={out}"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert {r["tensor"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"]} >= {"sum", "step"}

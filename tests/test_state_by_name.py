@@ -230,3 +230,14 @@ def test_the_loading_optimizers_implementation_flags_survive_the_load():
     for p in m.parameters():
         p.grad = torch.ones_like(p)
     mine.step()  # the fused CPU kernel steps the loaded state
+
+
+def test_a_one_element_vector_a_library_keeps_for_every_parameter_fits_a_0_dim_one():
+    """bitsandbytes' LAMB keeps unorm_vec, shape (1,), for every parameter, a 0-dim one too: it fits there as it fits
+    a vector (a factor of its shape); a vector of two elements does not, nor a (1,) under a parameter-shaped key."""
+    from optbench.state.validation import shape_mismatch
+
+    scalar = torch.nn.Parameter(torch.tensor(1.0))
+    assert shape_mismatch({"unorm_vec": torch.zeros(1)}, scalar) == ""
+    assert "has shape (2,)" in shape_mismatch({"unorm_vec": torch.zeros(2)}, scalar)
+    assert "has shape (1,)" in shape_mismatch({"exp_avg": torch.zeros(1)}, scalar)

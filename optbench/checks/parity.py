@@ -161,7 +161,7 @@ class ParityCheck:
                                   workload, DTYPES[case.dtype], ctx.device,
                                   reference_options=case.impl.reference_options(suite.reference_options),
                                   keep_snapshots=True, one_step=one_step(ctx, suite, case.dtype),
-                                  update_eps=update_eps(suite, case.dtype))
+                                  update_eps=update_eps(suite, case.dtype), foreign=suite.foreign(case.impl))
         except Exception as exc:
             declared = next((d for d in raising if d.raised_by(exc)), None)
             if declared is None:

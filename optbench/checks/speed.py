@@ -83,8 +83,9 @@ class SpeedCheck:
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
         cases = runnable_cases(suite, ctx)
-        if cases:
-            cases += nearest_torch_cases(suite, ctx)
+        if cases:  # the baseline where the candidate is timed (a spec's dtypes: may leave some out)
+            timed = {c.dtype for c in cases}
+            cases += [c for c in nearest_torch_cases(suite, ctx) if c.dtype in timed]
         if suite.workload_of(suite.hparams[0]) != "transformer":
             return by_dtype(cases)  # sparse gradients or a closure: no model-shaped edge cases
         edges = [str(e) for e in ctx.settings.speed.edge_cases or ()]

@@ -44,7 +44,8 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
       tensor is a scalar when the key is in ``scalars`` (0-dim for every parameter of the saved state), a tensor
       whose shape is the parameter's with dims dropped or kept as 1 is a factor of it (a third-party factored
       second moment: transformers' Adafactor's ``exp_avg_sq_row``, shape ``(n,)`` for ``(n, m)``), and anything
-      else must have the parameter's shape.
+      else must have the parameter's shape; of a 0-dim parameter, a one-element vector fits such a key too (a
+      library that keeps one for every parameter: bitsandbytes' ``unorm_vec``).
 
     Of a 0-dim parameter every 0-dim tensor fits. Non-tensor values (an int step) are not checked."""
     want = tuple(param.shape)
@@ -65,6 +66,8 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
             ok, expect = True, ""
         elif key not in PARAMETER_SHAPED_KEYS and ours is None and 0 < value.dim() and _reduces(shape, want):
             ok, expect = True, ""  # a factor of the parameter's shape (transformers' Adafactor's exp_avg_sq_row)
+        elif key not in PARAMETER_SHAPED_KEYS and ours is None and param.dim() == 0 and shape == (1,):
+            ok, expect = True, ""  # a one-element vector kept for every parameter (bitsandbytes' unorm_vec)
         else:
             ok, expect = shape == want, ""
         if not ok:
