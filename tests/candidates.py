@@ -366,3 +366,29 @@ class LazyAdagrad(torch.optim.Optimizer):
                 clr = group["lr"] / (1 + (state["step"].item() - 1) * group["lr_decay"])
                 state["sum"].addcmul_(grad, grad, value=1)
                 p.addcdiv_(grad, state["sum"].sqrt().add_(group["eps"]), value=-clr)
+
+
+class MomentumOnlySGD(torch.optim.Optimizer):
+    """SGD with momentum written in a class of its own whose lr has no default and that implements no plain SGD
+    (NotImplementedError on momentum 0, as bitsandbytes' SGD): correct where it runs."""
+
+    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
+        if momentum == 0:
+            raise NotImplementedError("SGD without momentum is not supported")
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"invalid lr, momentum or weight_decay: {lr}, {momentum}, {weight_decay}")
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad.add(p, alpha=group["weight_decay"]) if group["weight_decay"] else p.grad
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = grad.clone()
+                else:
+                    state["momentum_buffer"].mul_(group["momentum"]).add_(grad)
+                p.add_(state["momentum_buffer"], alpha=-group["lr"])

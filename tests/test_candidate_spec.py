@@ -329,3 +329,28 @@ def test_pytorch_optimizers_adafactor_through_its_adapter(tmp_path):
     failing = [r["detail"] for r in rows_of(tmp_path / "without")
                if r["status"] == "fail" and r["metric"] == "parity.max_err_eps" and not r["fqn"]]
     assert failing and all("step 3 adapter.lora_a.weight/" in d for d in failing), failing
+
+
+def test_a_class_that_implements_no_plain_variant_is_unsupported_there_and_judged_where_it_runs(tmp_path):
+    """A constructor's NotImplementedError on a set's values is that set's 'unsupported' row in its own words; memory
+    is measured on the first set it builds; error inputs build it with the reference's values of the options it
+    names (its lr has no default: no input is 'rejected' for a missing lr), and an input that is only invalid at a
+    value it does not implement (momentum 0) is unsupported."""
+    from tests.conftest import run_inline
+
+    out = tmp_path / "run"
+    assert run_inline(["suite=sgd", "candidate=tests.candidates.MomentumOnlySGD", "impl=[candidate]", "jobs=0",
+                       "checks=[parity,errors,memory]", "dtype=float32", "hparams=[default,momentum_weight_decay]",
+                       "steps=3", "history_dir=null", f"out_dir={out}"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    unsup = [r for r in rows if r["check"] == "parity" and r["status"] == "unsupported"]
+    assert [r["hparams"] for r in unsup] == ["default"] and "NotImplementedError at construction: SGD without " \
+        "momentum is not supported" in unsup[0]["detail"], unsup
+    assert any(r["check"] == "parity" and r["hparams"] == "momentum_weight_decay" and r["status"] == "pass"
+               for r in rows)
+    measured = {r["hparams"] for r in rows if r["check"] == "memory" and r["status"] != "error"}
+    assert measured == {"momentum_weight_decay"}, measured
+    errors = {r["hparams"]: r for r in rows if r["check"] == "errors" and r["status"] not in ("info",)}
+    assert not any("missing 1 required positional argument" in r["detail"] for r in errors.values()), errors
+    assert errors["a negative learning rate"]["status"] == "pass", errors["a negative learning rate"]
+    assert errors["Nesterov without momentum"]["status"] == "unsupported"

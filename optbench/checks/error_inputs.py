@@ -34,6 +34,7 @@ from optbench.checks.deviations import declared_status
 from optbench.checks.registry import register_check
 from optbench.hyperparameters import IMPLEMENTATION_FLAGS, for_torch, is_tensor_form
 from optbench.implementations import Implementation
+from optbench.implementations.candidate import first_buildable
 from optbench.metrics import ERRORS_REJECTED
 from optbench.report import tables
 from optbench.results import row
@@ -202,6 +203,12 @@ class ErrorsCheck:
         return Outcome(rows, "\n".join(lines))
 
 
+def _buildable_base(impl: Implementation, suite: Suite) -> dict | None:
+    """A candidate's arguments on the first hparam set it builds (None: none)."""
+    usable = first_buildable(impl, suite.hparams, {"weight": torch.nn.Parameter(torch.zeros(2, 2))})
+    return {**impl.base_kwargs, **impl.spelled(usable.options)} if usable is not None else None
+
+
 def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
     """(status, detail, finding) of ``case``'s implementation given the invalid input ``e``."""
     impl, suite = case.impl, case.suite
@@ -209,8 +216,21 @@ def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
     status, why = not_asked(impl, e, suite) if foreign else ("", "")
     if status:
         return status, why, ""
-    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, impl.spelled(e.options))
+    # a candidate is built as every case builds it (the reference's values of the options it names, its spec's
+    # fixed), the invalid input over them: a class whose lr is required is not "rejecting" a missing lr
+    base = impl.base_kwargs if impl.is_candidate else {}
+    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, {**base, **impl.spelled(e.options)})
     expected = exception_class(e.raises)
+    if foreign and isinstance(raised, NotImplementedError) and not issubclass(expected, NotImplementedError):
+        # it implements no such configuration (bitsandbytes' SGD without momentum): on the first set it builds, the
+        # input is judged if still invalid there; valid there, it needed a value the class does not implement
+        why = f"NotImplementedError at {where}: {str(raised).splitlines()[0] if str(raised) else ''}"
+        usable = _buildable_base(impl, suite)
+        again = attempt(impl.optimizer_class, e, suite.error_param_meta, {**usable, **impl.spelled(e.options)}) \
+            if usable is not None else (None, "")
+        if again[0] is None or isinstance(again[0], NotImplementedError):
+            return "unsupported", f"it does not implement this configuration: {why}", ""
+        raised, where = again
     rejecting = (expected, *map(exception_class, impl.spec.rejects)) if foreign and impl.spec else (expected,)
     message = str(raised).splitlines()[0] if raised is not None and str(raised) else ""
     if raised is None:

@@ -39,14 +39,31 @@ def candidate_implementation(spec: CandidateSpec, reference_defaults: dict,
 def rejected_at_construction(impl: Implementation, hset, params: dict, exc: BaseException) -> str:
     """Where a candidate's constructor raised ``exc`` on ``hset``'s options but takes the reference's defaults (the
     set without options of its own), it rejects those options in its own words: why it is unsupported, with its
-    message. One that raises on the defaults too is broken, not selective: "" (the case is an error)."""
+    message. One that raises on the defaults too is broken, not selective: "" (the case is an error), unless it says
+    it does not implement them (NotImplementedError: bitsandbytes' SGD without momentum)."""
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    if isinstance(exc, NotImplementedError):
+        return f"unsupported by candidate: NotImplementedError at construction: {message}"
     try:
         type(hset)(name=hset.name, options={}).build(impl, params)
     except Exception:
         return ""
-    message = str(exc).splitlines()[0] if str(exc) else ""
     return (f"unsupported by candidate: it rejects {', '.join(sorted(hset.option_names()))} at construction: "
             f"{type(exc).__name__}: {message}")
+
+
+def first_buildable(impl: Implementation, hparams, params: dict):
+    """The first of ``hparams`` a candidate takes whole and its constructor accepts on ``params`` (None if none): the
+    set its timing and memory are measured on, where the suite's first is not one of them."""
+    for hset in hparams:
+        if impl.options_not_taken(hset.option_names()):
+            continue
+        try:
+            hset.build(impl, params)
+        except Exception:
+            continue
+        return hset
+    return None
 
 
 def defaults_table(impl: Implementation, reference_defaults: dict) -> list[dict]:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from optbench.cases import Case, RunContext
+from optbench.implementations.candidate import first_buildable
 from optbench.metrics import (
     ROOFLINE_BYTES_PER_PARAM,
     ROOFLINE_FLOOR_ROUND_MS,
@@ -179,7 +180,16 @@ def case_rows(case: Case, ctx: RunContext, check: str, prepared: Prepared, timin
 
 
 def runnable_cases(suite: Suite, ctx: RunContext) -> list[Case]:
-    """One timing case per implementation and dtype that runs here, on the suite's first hparam set."""
-    hset = suite.hparams[0]
-    return [Case(suite, impl, dtype, hset, ctx.device, workload="model") for dtype in ctx.dtypes[suite.name]
-            for impl in ctx.impls[suite.name] if not ctx.unavailable(impl, dtype)]
+    """One timing case per implementation and dtype that runs here, on the suite's first hparam set (a candidate's:
+    the first it takes and builds, ``first_buildable``; where there is none, the first, whose case then errs)."""
+    out = []
+    for dtype in ctx.dtypes[suite.name]:
+        for impl in ctx.impls[suite.name]:
+            if ctx.unavailable(impl, dtype):
+                continue
+            hset = suite.hparams[0]
+            if impl.is_candidate:
+                probe = {"weight": torch.nn.Parameter(torch.zeros(2, 2, dtype=DTYPES[dtype], device=ctx.device))}
+                hset = first_buildable(impl, suite.hparams, probe) or hset
+            out.append(Case(suite, impl, dtype, hset, ctx.device, workload="model"))
+    return out
