@@ -33,7 +33,7 @@ def failing(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["run", "suite=adafactr"], "unknown suite 'adafactr': did you mean 'adafactor'?"),
-    (["run", "suite=adabelief"], " (a suite of your own: --config-dir DIR with DIR/suite/<name>.yaml; "
+    (["run", "suite=sophia"], " (a suite of your own: --config-dir DIR with DIR/suite/<name>.yaml; "
                                  "docs/candidates.md)"),
     (["run", "suite=adam", "device=cuda"], "CUDA is not available"),
     (["run", "suite=adam", "dtype=float8"], "unknown dtype 'float8'"),

@@ -20,10 +20,11 @@ EXISTS_AT: dict[str, tuple[str, ...]] = {}  # "module.Class" -> the dtypes its b
 CAUGHT_BY: dict[str, str] = {}  # "module.Class" -> the check that must catch it (default: parity)
 SHOWS_BY: dict[str, int] = {}  # "module.Class" -> steps a run needs before its bug shows (default: the suite's
 # STEPS, else 8: most bugs show at the first step, every other one by the third)
-STEPS = {"lbfgs": 8, "muon": 10, "lion": 8, "adan": 8, "lamb": 8, "schedule_free_adamw": 8, "hf_adafactor": 8}
+STEPS = {"lbfgs": 8, "muon": 10, "lion": 8, "adan": 8, "lamb": 8, "schedule_free_adamw": 8, "hf_adafactor": 8,
+         "ademamix": 8, "adabelief": 8}
 # steps per run (default 25, which reaches AdamW's bug from step 21); LBFGS (up to 20 updates a step) and Muon
 # mutants show from their first steps, and their steps cost the most; those of the algorithms torch lacks show
-# by step 3
+# by step 3 (AdaBelief's rectification threshold by step 5)
 
 for _info in pkgutil.iter_modules(__path__):
     try:
