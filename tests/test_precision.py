@@ -104,7 +104,7 @@ def test_mutants_command_reports_per_dtype(tmp_path, capsys):
     # caught / mutants, controls passing / controls, read cell by cell from the per-dtype table
     cells = [[c.strip() for c in line.strip().strip("|").split("|")]
              for line in out.splitlines() if line.startswith("|")]
-    assert next(c for c in cells if c[0] == "float16")[:5] == ["float16", "5", "5", "1", "1"], out
+    assert next(c for c in cells if c[0] == "float16")[:5] == ["float16", "6", "6", "1", "1"], out
     assert (tmp_path / "mutants.csv").is_file() and "parity/one-step" in (tmp_path / "mutants.md").read_text()
 
 

@@ -220,8 +220,8 @@ class ParityCheck:
                                f"{worst.fqn}/{worst.tensor} ({worst.kind})")
             if one_sided:
                 detail = f"{one_sided_detail(one_sided, case.suite)}; {detail}"
-            stuck = diagnosis({(r.fqn, r.tensor) for r in numeric.itertuples()} & (still or set()),
-                              int(gated.step.max()))
+            stuck = diagnosis({(r.fqn, r.tensor) for r in numeric.itertuples() if r.tensor not in one_sided}
+                              & (still or set()), int(gated.step.max()))
             if stuck:  # the likely bug, where a large error table would only imply it
                 detail = f"{stuck}; {detail}"
         else:

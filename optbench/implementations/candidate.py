@@ -42,11 +42,12 @@ def rejected_at_construction(impl: Implementation, hset, params: dict, exc: Base
     message. One that raises on the defaults too is broken, not selective: "" (the case is an error), unless it says
     it does not implement them (NotImplementedError: bitsandbytes' SGD without momentum)."""
     message = str(exc).splitlines()[0] if str(exc) else ""
-    if isinstance(exc, NotImplementedError):
-        return f"unsupported by candidate: NotImplementedError at construction: {message}"
     try:
         type(hset)(name=hset.name, options={}).build(impl, params)
     except Exception:
+        if isinstance(exc, NotImplementedError):
+            return (f"unsupported by candidate: NotImplementedError at construction, on the reference's defaults "
+                    f"too: {message}")
         return ""
     return (f"unsupported by candidate: it rejects {', '.join(sorted(hset.option_names()))} at construction: "
             f"{type(exc).__name__}: {message}")

@@ -35,14 +35,14 @@ class OtherAdam(torch.optim.Optimizer):
                 grad = p.grad if not group["wd"] else p.grad.add(p, alpha=group["wd"])
                 state = self.state[p]
                 if not state:
-                    state["t"] = torch.tensor(0.0, dtype=torch.float32)
+                    state["t"] = 0  # a Python int (torch's load casts every state tensor but 'step' to the dtype)
                     state["moments"] = {"m": torch.zeros_like(p), "v": torch.zeros_like(p)}
                     state["grad_norm"] = torch.zeros((), dtype=p.dtype)
                 state["t"] += 1
                 m, v = state["moments"]["m"], state["moments"]["v"]
                 m.lerp_(grad, 1 - beta1)
                 v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                bc1, bc2 = self.bias_corrections(int(state["t"].item()), beta1, beta2)
+                bc1, bc2 = self.bias_corrections(state["t"], beta1, beta2)
                 denom = (v.sqrt() / math.sqrt(bc2)).add_(group["eps"])
                 p.addcdiv_(m, denom, value=-group["lr"] / bc1)
                 state["grad_norm"] = grad.norm()
