@@ -21,9 +21,8 @@ experiments used 1e-8 to 1e-16), weight_decay 0, maximize False (g negated first
   below it, ``degenerated_to_sgd`` (True): theta <- theta - lr m_hat (SGD with momentum), else no step (the weight
   decay still applies). With ``ams_bound`` too, s_max is in the rectified denominator (the package's code uses s
   there);
-* ``group_step`` (False): t is the param group's count of step() calls (``hp["iteration"]`` where the harness
-  gives it), advanced whether or not this tensor had a gradient (pytorch-optimizer counts per group); otherwise
-  this tensor's own count, as the package keeps it.
+* t is this tensor's own count, as the package keeps it (pytorch-optimizer counts per param group: the harness's
+  ``group_step``, reference/group_step.py).
 
 State: ``exp_avg`` (m), ``exp_avg_var`` (s), ``max_exp_avg_var`` (ams_bound), ``step``.
 
@@ -61,9 +60,7 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
     lr, (beta1, beta2), eps = hp["lr"], hp["betas"], hp["eps"]
     weight_decay = hp.get("weight_decay", 0.0)
     g = -grad if hp.get("maximize", False) else grad
-    step = state["step"] + 1.0
-    if hp.get("group_step", False) and "iteration" in hp:
-        step = np.float64(hp["iteration"])
+    step = state["step"] + 1.0  # (a library's per-group count: reference/group_step.py hands it in as state["step"])
 
     if weight_decay != 0:
         if hp.get("weight_decouple", True):

@@ -9,8 +9,8 @@ Three options model conventions of other libraries (torch.optim takes none of th
 * ``debiased_state``: the state holds the bias-corrected moments m_t / (1 - beta1**t) and v_t / (1 - beta2**t),
   each advanced as m_hat += (g - m_hat) (1 - beta) / (1 - beta**t) (equal in exact arithmetic); heavyball.
 * ``eps_clamp``: the denominator is max(sqrt(v_hat), eps) instead of sqrt(v_hat) + eps; heavyball.
-* ``group_step``: t is the param group's count of step() calls (``hp["iteration"]`` where the harness gives it),
-  advanced whether or not this tensor had a gradient; heavyball.
+* ``group_step``: t is the param group's count of step() calls, advanced whether or not this tensor had a
+  gradient; heavyball (the harness's, for every reference that keeps a step: reference/group_step.py).
 """
 
 import numpy as np
@@ -31,9 +31,7 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
     lr, (beta1, beta2), eps = hp["lr"], hp["betas"], hp["eps"]
     weight_decay = hp.get("weight_decay", 0.0)
     g = -grad if hp.get("maximize", False) else grad
-    step = state["step"] + 1.0
-    if hp.get("group_step", False) and "iteration" in hp:
-        step = np.float64(hp["iteration"])
+    step = state["step"] + 1.0  # (a library's per-group count: reference/group_step.py hands it in as state["step"])
 
     if weight_decay != 0:
         if hp.get("decoupled_weight_decay", False):

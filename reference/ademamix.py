@@ -20,9 +20,8 @@ maximize False (g negated first), and three conventions of other implementations
 * ``weight_decouple`` (True when absent: the paper's decay, wd theta inside the lr-scaled step, i.e. theta (1 - lr
   wd) first); False: L2, wd theta added to the gradient before the moments (pytorch-optimizer's default);
 * ``fixed_decay`` (False): with decoupled decay, theta (1 - wd), not scaled by lr (pytorch-optimizer);
-* ``group_step`` (False): t is the param group's count of step() calls (``hp["iteration"]`` where the harness
-  gives it), advanced whether or not this tensor had a gradient (pytorch-optimizer counts per group); otherwise
-  this tensor's own count, as the authors' code keeps it.
+* t is this tensor's own count, as the authors' code keeps it (pytorch-optimizer counts per param group: the
+  harness's ``group_step``, reference/group_step.py).
 
 State: ``exp_avg`` (m1), ``exp_avg_sq`` (nu), ``exp_avg_slow`` (m2), as pytorch-optimizer spells them (the authors'
 code: ``exp_avg_fast``, ``exp_avg_slow``, ``exp_avg_sq``), and ``step``, this tensor's count of updates (or t).
@@ -68,9 +67,7 @@ def update(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict) -> tuple[
     lr, (beta1, beta2, _), eps = hp["lr"], hp["betas"], hp["eps"]
     weight_decay = hp.get("weight_decay", 0.0)
     g = -grad if hp.get("maximize", False) else grad
-    step = state["step"] + 1.0
-    if hp.get("group_step", False) and "iteration" in hp:
-        step = np.float64(hp["iteration"])
+    step = state["step"] + 1.0  # (a library's per-group count: reference/group_step.py hands it in as state["step"])
 
     if weight_decay != 0:
         if hp.get("weight_decouple", True):

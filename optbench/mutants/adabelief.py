@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from optbench.mutants.handwritten import FromScratchStep
+from optbench.mutants.handwritten import FromScratchStep, decayed
 
 MUTANTS = {"AdaBeliefStaleMean": "adabelief", "AdaBeliefWithoutBeliefEps": "adabelief",
            "AdaBeliefWithL2Decay": "adabelief", "AdaBeliefRectifyThreshold4": "adabelief"}
@@ -45,14 +45,7 @@ class CorrectAdaBelief(FromScratchStep):
                 self.update(p, self.decayed(p, grad, group), state, group, float(state["step"]))
 
     def decayed(self, p, grad, group):
-        """The gradient the moments see: decoupled decay shrinks p here (theta (1 - lr wd)), L2 adds wd p."""
-        wd = group["weight_decay"]
-        if wd == 0:
-            return grad
-        if group["weight_decouple"]:
-            p.mul_(1 - wd * (1.0 if group["fixed_decay"] else group["lr"]))
-            return grad
-        return grad.add(p, alpha=wd)
+        return decayed(p, grad, group)
 
     def belief(self, grad, exp_avg, old_exp_avg, exp_avg_var, group):
         """s = b2 s + (1 - b2) (g - m_t)^2 + eps, in place."""

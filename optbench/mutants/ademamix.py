@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from optbench.mutants.handwritten import FromScratchStep
+from optbench.mutants.handwritten import FromScratchStep, decayed
 
 MUTANTS = {"AdEMAMixSlowBiasCorrected": "ademamix", "AdEMAMixWithL2Decay": "ademamix",
            "AdEMAMixAlphaNotWarmedUp": "ademamix", "AdEMAMixBeta3LinearWarmup": "ademamix"}
@@ -45,14 +45,7 @@ class CorrectAdEMAMix(FromScratchStep):
                 self.update(p, self.decayed(p, grad, group), state, group, float(state["step"]))
 
     def decayed(self, p, grad, group):
-        """The gradient the moments see: decoupled decay shrinks p here (theta (1 - lr wd)), L2 adds wd p."""
-        wd = group["weight_decay"]
-        if wd == 0:
-            return grad
-        if group["weight_decouple"]:
-            p.mul_(1 - wd * (1.0 if group["fixed_decay"] else group["lr"]))
-            return grad
-        return grad.add(p, alpha=wd)
+        return decayed(p, grad, group)
 
     def alpha(self, t, group):
         warmup = group["t_alpha_beta3"]

@@ -19,6 +19,19 @@ def evaluated(closure):
         return closure()
 
 
+def decayed(p, grad, group):
+    """The gradient the moments see under pytorch-optimizer's weight decay options: ``weight_decouple`` shrinks p
+    here (p (1 - lr wd), or p (1 - wd) with ``fixed_decay``), else L2 adds wd p (a new tensor: the caller's gradient
+    is never written)."""
+    wd = group["weight_decay"]
+    if wd == 0:
+        return grad
+    if group["weight_decouple"]:
+        p.mul_(1 - wd * (1.0 if group["fixed_decay"] else group["lr"]))
+        return grad
+    return grad.add(p, alpha=wd)
+
+
 class FromScratchStep(torch.optim.Optimizer):
     """The step of a mutant written from scratch (an algorithm torch lacks): the closure, then ``_step_groups``."""
 

@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from optbench.reference import adabelief
+from optbench.reference.group_step import with_group_step
 
 HP = {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-16, "weight_decay": 0.0, "weight_decouple": True,
       "fixed_decay": False, "rectify": False, "n_sma_threshold": 5, "degenerated_to_sgd": True, "ams_bound": False,
@@ -83,7 +84,8 @@ def test_rectification_sgd_first_then_rectified():
 def test_group_step_uses_the_iteration():
     p, g = np.array([1.0, -1.0]), np.array([0.2, -0.4])
     hp = {**HP, "eps": 1e-8}
-    late, late_state = adabelief.update(p, g, adabelief.init(p, hp), {**hp, "group_step": True, "iteration": 3})
+    counted = with_group_step(adabelief, [{"group_step": True}])  # the harness's wrapper (reference/group_step.py)
+    late, late_state = counted.update(p, g, adabelief.init(p, hp), {**hp, "group_step": True, "iteration": 3})
     assert late_state["step"] == 3.0
     s = 1e-3 * (0.9 * g) ** 2 + 1e-8
     expected = p - 0.01 / (1 - 0.9**3) * 0.1 * g / (np.sqrt(s / (1 - 0.999**3)) + 1e-8)

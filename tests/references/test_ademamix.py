@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from optbench.reference import ademamix
+from optbench.reference.group_step import with_group_step
 
 HP = {"lr": 0.01, "betas": (0.9, 0.999, 0.9999), "alpha": 5.0, "t_alpha_beta3": None, "eps": 1e-8,
       "weight_decay": 0.0, "weight_decouple": True, "fixed_decay": False, "maximize": False, "dtype_eps": 2.0**-52}
@@ -70,7 +71,8 @@ def test_warmed_up_first_step_and_group_step():
     np.testing.assert_allclose(state["exp_avg_slow"], (1 - beta3) * g, rtol=1e-14)
     np.testing.assert_allclose(new, p - 0.01 * (g + 1.25 * (1 - beta3) * g) / (np.abs(g) + 1e-8), rtol=1e-13)
     # group_step: t is the group's count of step() calls (iteration), not this tensor's own count
-    late, late_state = ademamix.update(p, g, ademamix.init(p, hp), {**hp, "group_step": True, "iteration": 3})
+    counted = with_group_step(ademamix, [{"group_step": True}])  # the harness's wrapper (reference/group_step.py)
+    late, late_state = counted.update(p, g, ademamix.init(p, hp), {**hp, "group_step": True, "iteration": 3})
     assert late_state["step"] == 3.0
     bc1, bc2 = 1 - 0.9**3, 1 - 0.999**3
     m2 = (1 - ademamix.schedule_beta3(3, hp)) * g
