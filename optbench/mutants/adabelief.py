@@ -8,14 +8,14 @@ import math
 
 import torch
 
-from optbench.mutants.handwritten import FromScratchStep, decayed
+from optbench.mutants.handwritten import PyTorchOptimizerStyleStep
 
 MUTANTS = {"AdaBeliefStaleMean": "adabelief", "AdaBeliefWithoutBeliefEps": "adabelief",
            "AdaBeliefWithL2Decay": "adabelief", "AdaBeliefRectifyThreshold4": "adabelief"}
 CONTROLS = {"CorrectAdaBelief": "adabelief"}
 
 
-class CorrectAdaBelief(FromScratchStep):
+class CorrectAdaBelief(PyTorchOptimizerStyleStep):
     """Control: AdaBelief as Zhuang et al. 2020 state it (Algorithm 2: s = b2 s + (1 - b2)(g - m_t)^2 + eps, both
     moments bias-corrected, m_hat / (sqrt(s_hat) + eps)), with the authors' package's options: decoupled (or L2,
     or fixed) weight decay, AMSGrad (ams_bound), RAdam's rectification; steps counted per tensor."""
@@ -30,22 +30,9 @@ class CorrectAdaBelief(FromScratchStep):
                                   "n_sma_threshold": n_sma_threshold, "degenerated_to_sgd": degenerated_to_sgd,
                                   "ams_bound": ams_bound, "maximize": maximize})
 
-    def _step_groups(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.tensor(0.0, dtype=torch.float64)
-                    keys = ("exp_avg", "exp_avg_var") + (("max_exp_avg_var",) if group["ams_bound"] else ())
-                    state.update({k: torch.zeros_like(p) for k in keys})
-                state["step"] += 1
-                grad = -p.grad if group["maximize"] else p.grad
-                self.update(p, self.decayed(p, grad, group), state, group, float(state["step"]))
-
-    def decayed(self, p, grad, group):
-        return decayed(p, grad, group)
+    def init_state(self, p, group) -> dict:
+        keys = ("exp_avg", "exp_avg_var") + (("max_exp_avg_var",) if group["ams_bound"] else ())
+        return {k: torch.zeros_like(p) for k in keys}
 
     def belief(self, grad, exp_avg, old_exp_avg, exp_avg_var, group):
         """s = b2 s + (1 - b2) (g - m_t)^2 + eps, in place."""

@@ -8,14 +8,14 @@ import math
 
 import torch
 
-from optbench.mutants.handwritten import FromScratchStep, decayed
+from optbench.mutants.handwritten import PyTorchOptimizerStyleStep
 
 MUTANTS = {"AdEMAMixSlowBiasCorrected": "ademamix", "AdEMAMixWithL2Decay": "ademamix",
            "AdEMAMixAlphaNotWarmedUp": "ademamix", "AdEMAMixBeta3LinearWarmup": "ademamix"}
 CONTROLS = {"CorrectAdEMAMix": "ademamix"}
 
 
-class CorrectAdEMAMix(FromScratchStep):
+class CorrectAdEMAMix(PyTorchOptimizerStyleStep):
     """Control: AdEMAMix as Pagliardini et al. 2024 state it (Algorithm 1: a bias-corrected fast EMA plus alpha times
     the slow EMA, which is not bias-corrected, over Adam's denominator; decoupled weight decay; alpha and beta3
     warmed up over t_alpha_beta3 steps), with maximize and the L2 / fixed decay modes; steps counted per tensor."""
@@ -31,21 +31,8 @@ class CorrectAdEMAMix(FromScratchStep):
                                   "eps": eps, "weight_decay": weight_decay, "weight_decouple": weight_decouple,
                                   "fixed_decay": fixed_decay, "maximize": maximize})
 
-    def _step_groups(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.tensor(0.0, dtype=torch.float64)
-                    state.update({k: torch.zeros_like(p) for k in ("exp_avg", "exp_avg_sq", "exp_avg_slow")})
-                state["step"] += 1
-                grad = -p.grad if group["maximize"] else p.grad
-                self.update(p, self.decayed(p, grad, group), state, group, float(state["step"]))
-
-    def decayed(self, p, grad, group):
-        return decayed(p, grad, group)
+    def init_state(self, p, group) -> dict:
+        return {k: torch.zeros_like(p) for k in ("exp_avg", "exp_avg_sq", "exp_avg_slow")}
 
     def alpha(self, t, group):
         warmup = group["t_alpha_beta3"]

@@ -45,6 +45,34 @@ class FromScratchStep(torch.optim.Optimizer):
         raise NotImplementedError
 
 
+class PyTorchOptimizerStyleStep(FromScratchStep):
+    """The per-tensor loop of a from-scratch Adam-family mutant in pytorch-optimizer's conventions: each parameter with
+    a gradient gets ``init_state`` (beside a float64 ``step``) when its state is empty, its step counted, its gradient
+    negated under maximize and passed through ``decayed``, then ``update(p, grad, state, group, t)``."""
+
+    def _step_groups(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0, dtype=torch.float64)
+                    state.update(self.init_state(p, group))
+                state["step"] += 1
+                grad = -p.grad if group["maximize"] else p.grad
+                self.update(p, self.decayed(p, grad, group), state, group, float(state["step"]))
+
+    def decayed(self, p, grad, group):
+        return decayed(p, grad, group)
+
+    def init_state(self, p, group) -> dict:
+        raise NotImplementedError
+
+    def update(self, p, grad, state, group, t) -> None:
+        raise NotImplementedError
+
+
 class HandWrittenStep:
     """torch's per-parameter step loop, mixed in before the torch optimizer a class imitates.
 
