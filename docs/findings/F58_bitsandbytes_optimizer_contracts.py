@@ -4,7 +4,7 @@ Both in ``bitsandbytes/optim/optimizer.py`` (``Optimizer8bit`` and its ``Optimiz
 every bitsandbytes optimizer, 32-bit and 8-bit, on every backend:
 
 1. ``update_step`` begins with ``p.data = p.data.contiguous(); p.grad = p.grad.contiguous()`` (added for the CUDA
-   kernels, bitsandbytes#1185/#1187). For a non-contiguous parameter (a transposed weight, a strided view into a
+   kernels, bitsandbytes-foundation/bitsandbytes#1185 and bitsandbytes-foundation/bitsandbytes#1187). For a non-contiguous parameter (a transposed weight, a strided view into a
    larger buffer, ZeRO-style chunks) that swaps in new tensors: after ``step()`` the caller's gradient tensor is no
    longer ``p.grad`` (a reference the caller kept, a gradient bucket view, is silently detached) and the parameter
    no longer shares storage with what it viewed, so the buffer it was a view of stops being updated. torch.optim
