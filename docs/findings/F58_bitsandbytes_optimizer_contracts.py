@@ -4,11 +4,12 @@ Both in ``bitsandbytes/optim/optimizer.py`` (``Optimizer8bit`` and its ``Optimiz
 every bitsandbytes optimizer, 32-bit and 8-bit, on every backend:
 
 1. ``update_step`` begins with ``p.data = p.data.contiguous(); p.grad = p.grad.contiguous()`` (added for the CUDA
-   kernels, bitsandbytes-foundation/bitsandbytes#1185 and bitsandbytes-foundation/bitsandbytes#1187). For a non-contiguous parameter (a transposed weight, a strided view into a
-   larger buffer, ZeRO-style chunks) that swaps in new tensors: after ``step()`` the caller's gradient tensor is no
-   longer ``p.grad`` (a reference the caller kept, a gradient bucket view, is silently detached) and the parameter
-   no longer shares storage with what it viewed, so the buffer it was a view of stops being updated. torch.optim
-   updates in place and never reassigns either.
+   kernels, bitsandbytes-foundation/bitsandbytes#1185 and bitsandbytes-foundation/bitsandbytes#1187). For a
+   non-contiguous parameter (a transposed weight, a strided view into a larger buffer, ZeRO-style chunks) that swaps
+   in new tensors: after ``step()`` the caller's gradient tensor is no longer ``p.grad`` (a reference the caller
+   kept, a gradient bucket view, is silently detached) and the parameter no longer shares storage with what it
+   viewed, so the buffer it was a view of stops being updated. torch.optim updates in place and never reassigns
+   either.
 2. ``load_state_dict`` is overridden without calling torch's, so hooks registered with
    ``register_load_state_dict_pre_hook``/``_post_hook`` never run (loading by parameter name, e.g.
    ``optbench.name_aware``, and any checkpoint-remapping hook, are silently skipped; the state is re-paired by
