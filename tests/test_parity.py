@@ -9,8 +9,8 @@ import torch
 
 import optbench
 from optbench.implementations import Implementation
-from optbench.numerics.accuracy import cross_error, err_eps
-from optbench.numerics.trajectory import run_trajectory, snapshot
+from optbench.numerics.accuracy import cross_error, err_eps, magnitude, measured
+from optbench.numerics.trajectory import as_array, as_arrays, run_trajectory, snapshot
 from optbench.reference import load_reference
 from optbench.suite.catalog import optimizer_suite_names
 from optbench.suite.spec import HparamSet
@@ -27,6 +27,39 @@ def test_err_eps_units_and_non_finite():
     assert err_eps(np.array([np.nan, 1.0]), np.array([1.0, 1.0]), eps) == float("inf")
     assert err_eps(np.zeros(2), np.zeros(3), eps) == float("inf")
     assert err_eps(np.array([0.5 + eps]), np.array([0.5]), eps, scale=1.0) == pytest.approx(1.0)
+
+
+def test_measured_together_equals_pair_by_pair():
+    """The batched measure gives err_eps's and magnitude's numbers bit for bit, whatever a pair holds."""
+    rng, eps = np.random.default_rng(7), 2.0**-23
+    big = np.finfo(np.float64).max
+    expected = [rng.normal(size=(3, 4)), np.float64(2.5), np.zeros(0), np.array([1.0, np.nan, 3.0]),
+                np.array([np.inf, 1.0]), np.ones(5), rng.normal(size=7) + 1j, np.array([big, -big]),
+                np.zeros((2, 2)), rng.normal(size=(2, 3))]
+    with np.errstate(over="ignore"):
+        actual = [e * (1 + 3 * eps * rng.uniform(-1, 1, np.shape(e))) if np.size(e) and not np.iscomplexobj(e)
+                  else e for e in expected]
+    actual[3], actual[4], actual[5] = np.array([1.0, np.nan, 3.0 + 1e-6]), np.array([np.inf, 2.0]), np.ones(4)
+    actual[7], actual[8] = np.array([-big, big]), np.full((2, 2), 1e-300)
+    scales = [0.0, 10.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1e3]
+    magnitudes, errors = measured(actual, expected, eps, scales)
+    for i, (a, e, s) in enumerate(zip(actual, expected, scales)):
+        m = magnitude(np.asarray(e))
+        assert magnitudes[i] == m, i
+        want = err_eps(np.asarray(a), np.asarray(e), eps, max(s, m))
+        assert errors[i] == want or (np.isnan(want) and np.isnan(errors[i])), (i, errors[i], want)
+    assert np.isinf(errors[5]) and np.isinf(errors[7]) and errors[2] == 0.0
+
+
+def test_as_arrays_equals_as_array_per_value():
+    values = [torch.randn(3, 4).t(), torch.tensor(3, dtype=torch.int64), torch.randn(0, 2), torch.randn(5).half(),
+              torch.randn(2, dtype=torch.complex64), torch.randn(4).to_sparse(), 1.5, "no", None,
+              torch.nn.Parameter(torch.randn(2, 2, dtype=torch.bfloat16)), torch.tensor(True)]
+    for got, value in zip(as_arrays(values), values):
+        want = as_array(value)
+        assert (got is None) == (want is None)
+        if want is not None:
+            assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want)
 
 
 def test_workload_is_deterministic_and_varied():

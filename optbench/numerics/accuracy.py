@@ -50,12 +50,43 @@ def err_eps(actual: np.ndarray, expected: np.ndarray, eps: float, scale: float =
         return float("inf")
     if not finite.any():
         return 0.0
-    excess = np.abs(actual[finite] - expected[finite])
-    if np.any(slack):
-        excess = np.maximum(excess - np.broadcast_to(slack, actual.shape)[finite], 0.0)
-    scale = max(scale, float(np.abs(expected[finite]).max()), TINY)
     with np.errstate(over="ignore", invalid="ignore"):  # an error too large for a float is an infinite error
+        excess = np.abs(actual[finite] - expected[finite])
+        if np.any(slack):
+            excess = np.maximum(excess - np.broadcast_to(slack, actual.shape)[finite], 0.0)
+        scale = max(scale, float(np.abs(expected[finite]).max()), TINY)
         return float(excess.max() / (eps * scale))
+
+
+def measured(actual: list[np.ndarray], expected: list[np.ndarray], eps: float, scales: list[float],
+             slacks: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair: ``magnitude(expected)`` and ``err_eps(actual, expected, eps, max(scale, that magnitude), slack)``, the
+    pairs whose elements are all finite and real measured together (one concatenation, one reduction per measure:
+    the same numbers, as the pair-by-pair definitions above give them for the rest)."""
+    count = len(expected)
+    slacks = slacks if slacks is not None else [0.0] * count
+    magnitudes, errors = np.zeros(count), np.zeros(count)
+    together = [i for i in range(count) if actual[i].shape == expected[i].shape and expected[i].size
+                and actual[i].dtype == np.float64 and expected[i].dtype == np.float64]
+    finite = np.zeros(count, dtype=bool)
+    if together:
+        starts = np.cumsum([0] + [expected[i].size for i in together[:-1]])
+        mine = np.concatenate([expected[i].reshape(-1) for i in together])
+        theirs = np.concatenate([actual[i].reshape(-1) for i in together])
+        with np.errstate(over="ignore", invalid="ignore"):
+            largest = np.maximum.reduceat(np.abs(mine), starts)
+            difference = np.abs(theirs - mine)
+            ok = np.isfinite(largest) & np.isfinite(np.maximum.reduceat(difference, starts))
+            if any(not (isinstance(slacks[i], float) and slacks[i] == 0.0) for i in together):  # per element or not
+                forgiven = np.concatenate([np.broadcast_to(slacks[i], expected[i].shape).reshape(-1) for i in together])
+                difference = np.maximum(difference - forgiven, 0.0)
+            scale = np.maximum(np.maximum(np.asarray(scales, dtype=np.float64)[together], largest), TINY)
+            worst = np.maximum.reduceat(difference, starts)
+            magnitudes[together], errors[together], finite[together] = largest, worst / (eps * scale), ok
+    for i in np.flatnonzero(~finite):  # a non-finite element, a shape mismatch, an empty or complex tensor
+        magnitudes[i] = magnitude(expected[i])
+        errors[i] = err_eps(actual[i], expected[i], eps, max(scales[i], magnitudes[i]), slacks[i])
+    return magnitudes, errors
 
 
 def moved_err_eps(actual: np.ndarray, expected: np.ndarray, start: np.ndarray, eps: float) -> float:

@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 import torch
 
-from optbench.numerics.accuracy import err_eps, magnitude, widened
+from optbench.numerics.accuracy import err_eps, measured, widened
 from optbench.reference import updated
 from optbench.reference.contract import decisions_of
 
@@ -162,7 +162,7 @@ class OneStep:
     def record(self, step: int, before: dict, after: dict, grads: dict, private: dict[str, dict]) -> None:
         """Compare the step from ``before`` to ``after`` (snapshots) with the reference's step on
         ``grads``; ``private`` holds the reference's own state per FQN, for keys torch does not keep."""
-        held = held_state(before)
+        held, steps = held_state(before), []
         for name, grad in grads.items():
             if grad is None:
                 continue
@@ -173,25 +173,44 @@ class OneStep:
             ref_param = widened(ref_param)
             at_decision = self._at_decision(p_old, grad, state, name, ref_param.shape)
             subnormal = np.where(self._subnormal(ref_state, ref_param.shape) | at_decision, np.inf, 0.0)
-            key = (name, "param")
-            self.scales[key] = max(self.scales.get(key, 0.0), magnitude(ref_param - p_old))
             compared = {k: widened(v) for k, v in ref_state.items()
                         if (name, k) in after and isinstance(v, (np.ndarray, np.floating, float))}
-            for k, expected in compared.items():
-                self.scales[(name, k)] = max(self.scales.get((name, k), 0.0), magnitude(expected))
-
-            def errors(update_env, state_env):
-                out = [("param", update_error(p_old, after[key], ref_param, self.dtype, self.update_eps,
-                                              self.scales[key], update_env + subnormal))]
-                return out + [(k, err_eps(after[(name, k)], expected, self.eps, self.scales[(name, k)],
-                                          state_env.get(k, 0.0))) for k, expected in compared.items()]
-
+            steps.append((name, p_old, grad, state, ref_param, ref_state, subnormal, compared))
+        for (name, p_old, grad, state, ref_param, ref_state, subnormal, compared), found in zip(
+                steps, self._errors(steps, after)):
             # The envelope only forgives (it is slack), so it is computed only where an error is past the
             # tolerance without it: a step within tolerance as it is reports its error as measured.
-            found = errors(0.0, {})
             if not all(err <= ONE_STEP_TOL for _, err in found):  # NaN is past it too
-                found = errors(*self._envelopes(step, name, p_old, grad, state, ref_param, ref_state))
+                update_env, state_env = self._envelopes(step, name, p_old, grad, state, ref_param, ref_state)
+                key = (name, "param")
+                found = [("param", update_error(p_old, after[key], ref_param, self.dtype, self.update_eps,
+                                                self.scales[key], update_env + subnormal))]
+                found += [(k, err_eps(after[(name, k)], expected, self.eps, self.scales[(name, k)],
+                                      state_env.get(k, 0.0))) for k, expected in compared.items()]
             self.rows += [(step, name, tensor, err, ONE_STEP_TOL) for tensor, err in found]
+
+    def _errors(self, steps: list[tuple], after: dict) -> list[list[tuple[str, float]]]:
+        """Each tensor's error without envelopes (``update_error`` and ``err_eps``), measured together across the
+        tensors (``accuracy.measured``), the scales updated as they go."""
+        updates, states = [], []  # (name, tensor, actual, expected, slack)
+        for name, p_old, _, _, ref_param, _, subnormal, compared in steps:
+            p_new = after[(name, "param")]
+            with np.errstate(over="ignore", invalid="ignore"):
+                if p_new.shape == ref_param.shape:  # update_error's measure, the envelope 0
+                    slack = PARAM_ROUNDINGS * ulp(np.where(np.isfinite(p_new), p_new, 0.0), self.dtype) + subnormal
+                    updates.append((name, "param", p_new - p_old, ref_param - p_old, slack))
+                else:  # a shape the parameter does not have: an infinite error, its scale still kept
+                    updates.append((name, "param", np.full(p_new.shape, np.nan), ref_param - p_old, 0.0))
+            states += [(name, k, after[(name, k)], expected, 0.0) for k, expected in compared.items()]
+        errors: dict[tuple[str, str], float] = {}
+        for pairs, eps in ((updates, self.update_eps), (states, self.eps)):
+            keys = [(name, tensor) for name, tensor, *_ in pairs]
+            largest, found = measured([p[2] for p in pairs], [p[3] for p in pairs], eps,
+                                      [self.scales.get(k, 0.0) for k in keys], [p[4] for p in pairs])
+            for key, size, err in zip(keys, largest, found):
+                self.scales[key] = max(self.scales.get(key, 0.0), float(size))
+                errors[key] = float(err)
+        return [[(tensor, errors[(s[0], tensor)]) for tensor in ("param", *s[7])] for s in steps]
 
 
 def update_eps(suite, dtype: str) -> float | None:

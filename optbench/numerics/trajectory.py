@@ -17,7 +17,7 @@ import torch
 
 from optbench.adapters.held_as import held as held_precision
 from optbench.implementations import Implementation
-from optbench.numerics.accuracy import err_eps, magnitude, tolerance_eps
+from optbench.numerics.accuracy import err_eps, measured, tolerance_eps
 from optbench.numerics.caller_contract import Given
 from optbench.numerics.master_copy import RoundingYardstick, model_rows
 from optbench.numerics.one_step import OneStep, held_state, within_rounding
@@ -53,16 +53,35 @@ def as_array(value) -> np.ndarray | None:
     return None
 
 
+def as_arrays(values: list) -> list[np.ndarray | None]:
+    """``as_array`` of each value; the plain dense real tensors of one dtype and device converted together (one
+    concatenation and one cast instead of one per tensor: the same numbers, each array a view of one copy)."""
+    out: list = [None] * len(values)
+    together: dict[tuple, list[int]] = {}
+    for i, value in enumerate(values):
+        if (type(value) in (torch.Tensor, torch.nn.Parameter) and value.layout == torch.strided
+                and not value.is_complex()):
+            together.setdefault((value.dtype, value.device), []).append(i)
+        else:
+            out[i] = as_array(value)
+    for indices in together.values():
+        tensors = [values[i].detach() for i in indices]
+        flat = torch.cat([t.reshape(-1) for t in tensors]).to(device="cpu", dtype=torch.float64).numpy()
+        for i, t, part in zip(indices, tensors, np.split(flat, np.cumsum([t.numel() for t in tensors])[:-1])):
+            out[i] = part.reshape(t.shape)
+    return out
+
+
 def snapshot(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], np.ndarray]:
     """Every parameter and state tensor, keyed (fqn, "param" | state key), as float64 NumPy."""
-    out, states = {}, per_parameter_state(optimizer)
+    keys, values, states = [], [], per_parameter_state(optimizer)
     for name, p in params.items():
-        out[(name, "param")] = as_array(p)
+        keys.append((name, "param"))
+        values.append(p)
         for key, value in states.get(p, {}).items():
-            array = as_array(value)
-            if array is not None:
-                out[(name, key)] = array
-    return out
+            keys.append((name, key))
+            values.append(value)
+    return {key: array for key, array in zip(keys, as_arrays(values)) if array is not None}
 
 
 def kinds(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], str]:
@@ -353,13 +372,19 @@ def run_trajectory(
         noisy = yardstick.expected() if yardstick is not None else {}
         if local:
             local.record(step + 1, before, actual, grads, private)
-        for key in sorted(expected.keys() | actual.keys()):
-            if foreign and not closure_driven and key[0] not in had_grad and (key in expected) != (key in actual):
-                continue  # state for a parameter not stepped yet, on one side: when it is created is the class's own
+        keys = [key for key in sorted(expected.keys() | actual.keys()) if not (
+            foreign and not closure_driven and key[0] not in had_grad and (key in expected) != (key in actual))]
+        # (skipped: state for a parameter not stepped yet, on one side: when it is created is the class's own)
+        both = [key for key in keys if key in expected and key in actual]
+        largest, measured_errors = measured([actual[k] for k in both], [expected[k] for k in both], eps,
+                                            [max(scales.get(k, 0.0), declared.get(k, 0.0)) for k in both])
+        errors_now = dict(zip(both, measured_errors))
+        for key, size in zip(both, largest):
+            scales[key] = max(scales.get(key, 0.0), float(size), declared.get(key, 0.0))
+        for key in keys:
             tol = tolerance_eps(step + 1) * tighter
-            if key in expected and key in actual:
-                scales[key] = max(scales.get(key, 0.0), magnitude(expected[key]), declared.get(key, 0.0))
-                e = err_eps(actual[key], expected[key], eps, scales[key])
+            if key in errors_now:
+                e = float(errors_now[key])
                 if key in noisy:  # what rounding at this dtype alone does to the trajectory (so far), times ten
                     noise[key] = max(noise.get(key, 0.0), err_eps(noisy[key], expected[key], eps, scales[key]))
                     tol = max(tol, YARDSTICK_FACTOR * noise[key])
