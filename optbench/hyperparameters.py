@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from functools import lru_cache
 
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -67,19 +68,39 @@ def constructor_defaults(optimizer_class: type) -> dict:
 
 
 def takes(optimizer_class: type, name: str, *, through_kwargs: bool = True) -> bool:
-    """Whether the constructor takes ``name``: names it, or (``through_kwargs``) has a ``**kwargs`` that may
-    take it. The one answer to "does this optimizer take this option" in optbench."""
+    """Whether the constructor takes ``name``: names it, or (``through_kwargs``) has a ``**kwargs`` that keeps it: an
+    optimizer built with ``name`` given holds it in its ``defaults`` or param group, as torch.optim keeps every option
+    (a subclass passing ``**kwargs`` on to torch's Adam, pytorch-optimizer's undocumented keywords), where a
+    ``**kwargs`` that swallows what it does not know would take any option and ignore it. Where the class cannot be
+    built so, a ``**kwargs`` takes it. The one answer to "does this optimizer take this option" in optbench."""
     try:
         parameters = inspect.signature(optimizer_class).parameters
     except (TypeError, ValueError):
         return False
     if name in parameters:
         return True
-    return through_kwargs and any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    return through_kwargs and any(p.kind is p.VAR_KEYWORD for p in parameters.values()) and _keeps(optimizer_class,
+                                                                                                   name)
+
+
+@lru_cache(maxsize=None)
+def _keeps(optimizer_class: type, name: str) -> bool:
+    """Whether an optimizer of the class built on one parameter keeps ``name`` (at its defaults, or given as None):
+    not where the keyword is refused as unexpected; True where it cannot be built so otherwise (nothing to tell)."""
+    for given in ({}, {name: None}):
+        try:
+            optimizer = optimizer_class([torch.nn.Parameter(torch.zeros(2))], **given)
+        except TypeError as exc:
+            return "unexpected keyword" not in str(exc)
+        except Exception:
+            return True
+        if name in optimizer.defaults or name in optimizer.param_groups[0]:
+            return True
+    return False
 
 
 def not_taken(optimizer_class: type, names) -> list[str]:
-    """The ``names`` the constructor does not take (none if it has ``**kwargs``)."""
+    """The ``names`` the constructor does not take (``takes``)."""
     return [n for n in names if not takes(optimizer_class, n)]
 
 

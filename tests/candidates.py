@@ -392,3 +392,35 @@ class MomentumOnlySGD(torch.optim.Optimizer):
                 else:
                     state["momentum_buffer"].mul_(group["momentum"]).add_(grad)
                 p.add_(state["momentum_buffer"], alpha=-group["lr"])
+
+
+class SwallowingSGD(torch.optim.Optimizer):
+    """Plain SGD with L2 decay whose ``**kwargs`` takes whatever it does not know and ignores it (as
+    pytorch-optimizer's classes do): it takes no momentum, though its signature would accept one."""
+
+    def __init__(self, params, lr=1e-3, weight_decay=0.0, **kwargs):
+        super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad.to_dense() + group["weight_decay"] * p, alpha=-group["lr"])
+
+
+class PassingOnAdam(torch.optim.Adam):
+    """Passes its ``**kwargs`` on to torch's Adam, which keeps every option it takes."""
+
+    def __init__(self, params, **kwargs):
+        super().__init__(params, **kwargs)
+
+
+class DenseOnlySGD(torch.optim.SGD):
+    """Refuses sparse gradients at its step, by design (pytorch-optimizer's NoSparseGradientError)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if any(p.grad is not None and p.grad.is_sparse for g in self.param_groups for p in g["params"]):
+            raise RuntimeError("DenseOnlySGD does not support sparse gradients")
+        return super().step(closure)

@@ -45,3 +45,36 @@ def test_a_same_class_state_dict_that_dropped_private_defaults_loads_by_name():
     fresh = BookkeepingSGD(model.named_parameters())
     optbench.load_state_dict_by_name(fresh, saved.state_dict())
     assert fresh.param_groups[0]["step_count"] == 1
+
+
+def test_a_kwargs_constructor_takes_only_the_options_its_optimizer_keeps(tmp_path):
+    """A **kwargs that swallows what it does not know (pytorch-optimizer's) takes no option it does not keep: a set
+    naming one is unsupported in its words, not run with the option ignored and failed for it."""
+    from optbench.hyperparameters import takes
+    from tests.candidates import PassingOnAdam, SwallowingSGD
+
+    assert takes(SwallowingSGD, "weight_decay") and not takes(SwallowingSGD, "momentum")
+    assert takes(PassingOnAdam, "betas") and takes(PassingOnAdam, "amsgrad") and not takes(PassingOnAdam, "momentum")
+    code = run_inline(["suite=sgd", "candidate=tests.candidates.SwallowingSGD", "impl=[candidate]",
+                       "checks=[parity]", "dtype=float32", "hparams=[weight_decay,momentum]", "steps=4", *FAST,
+                       f"out_dir={tmp_path}"])
+    assert code == 0
+    by_set = {r["hparams"]: r for r in rows(tmp_path) if r["check"] == "parity" and r["status"] != "info"}
+    assert by_set["weight_decay"]["status"] == "pass"
+    assert by_set["momentum"]["status"] == "unsupported" and "momentum" in by_set["momentum"]["detail"]
+
+
+def test_a_candidate_documented_to_take_no_sparse_gradients_is_unsupported_on_sparse_sets(tmp_path):
+    """``sparse: false`` makes a set of sparse gradients unsupported in so many words; without it the refusal is an
+    error, and a set of dense gradients is judged either way."""
+    spec = tmp_path / "dense_only.yaml"
+    spec.write_text("class: tests.candidates.DenseOnlySGD\nsparse: false\n")
+    common = ["suite=sgd", "impl=[candidate]", "checks=[parity]", "dtype=float32", "hparams=[sparse,weight_decay]",
+              "steps=4", *FAST]
+    assert run_inline([*common, f"candidate={spec}", f"out_dir={tmp_path / 'declared'}"]) == 0
+    by_set = {r["hparams"]: r for r in rows(tmp_path / "declared") if r["check"] == "parity" and r["status"] != "info"}
+    assert by_set["weight_decay"]["status"] == "pass"
+    assert by_set["sparse"]["status"] == "unsupported" and "sparse: false" in by_set["sparse"]["detail"]
+    assert run_inline([*common, "candidate=tests.candidates.DenseOnlySGD", f"out_dir={tmp_path / 'plain'}"]) == 1
+    assert {r["status"] for r in rows(tmp_path / "plain") if r["hparams"] == "sparse" and r["check"] == "parity"} - {
+        "info"} == {"error"}

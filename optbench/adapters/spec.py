@@ -29,6 +29,7 @@ from optbench.adapters import (  # noqa: F401 (each registers its key)
     prepare,
     rejects,
     rename,
+    sparse,
     state,
 )
 from optbench.adapters.registry import KEYS, CandidateSpecError, adapter_key, reject_unknown

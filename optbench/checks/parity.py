@@ -9,6 +9,7 @@ refusing a combination at construction with a ValueError. Anything else raised i
 
 from __future__ import annotations
 
+from optbench.adapters.sparse import refused as sparse_refused
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import deviation_rows, split
 from optbench.checks.registry import register_check
@@ -53,7 +54,10 @@ def unsupported(case: Case, ctx: RunContext) -> str:
         missing = impl.options_not_taken(hset.option_names())
         if missing:
             return f"unsupported by candidate: its constructor takes no {', '.join(missing)}"
-    params = ctx.workload(case.suite, hset, case.dtype).materialize(DTYPES[case.dtype], ctx.device)
+    workload = ctx.workload(case.suite, hset, case.dtype)
+    if impl.is_candidate and (why := sparse_refused(impl.spec, workload)):
+        return f"unsupported by candidate: {why}"
+    params = workload.materialize(DTYPES[case.dtype], ctx.device)
     try:
         hset.build(impl, params)
     except Exception as exc:
