@@ -1,5 +1,8 @@
 """SGD with momentum, dampening, Nesterov, L2 weight decay and maximize, as torch.optim.SGD.
 
+``decoupled_weight_decay`` (not torch's: SGDW, Loshchilov & Hutter 2019, as libraries offer it) decays the parameter
+instead, p (1 - lr wd) before the step, and leaves the gradient and the momentum buffer undecayed.
+
 The momentum buffer is created on the first step as a copy of the (decayed) gradient, with no
 dampening, and exists only when ``momentum != 0``. A sparse ``(indices, values)`` gradient stands
 for its dense sum (duplicates add up), which is what torch's sparse arithmetic applies.
@@ -22,7 +25,10 @@ def update(param: np.ndarray, grad, state: dict, hp: dict) -> tuple[np.ndarray, 
         grad = to_dense(*grad, param.shape)
     g = -grad if hp.get("maximize", False) else grad
     if weight_decay != 0:
-        g = g + weight_decay * param
+        if hp.get("decoupled_weight_decay", False):
+            param = param * (1.0 - lr * weight_decay)
+        else:
+            g = g + weight_decay * param
     new_state = {}
     if momentum != 0:
         buf = state.get("momentum_buffer")

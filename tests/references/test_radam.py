@@ -49,3 +49,18 @@ def test_maximize_and_odd_shapes_through_both_branches():
         assert np.shape(ps) == shape and ss["exp_avg_sq"].shape == shape
         np.testing.assert_array_equal(ps, pm)
         assert np.all(np.isfinite(ps))
+
+
+def test_no_step_before_the_threshold_without_degenerating_to_sgd():
+    # degenerated_to_sgd=False: steps 1-5 (rho_t <= 5) leave the parameter where it was, decoupled decay included,
+    # while the moments update; step 6 takes the rectified step from the moments of all six gradients.
+    p0, g = np.array([1.0, -2.0, 0.5]), np.array([0.5, -3.0, 1e-4])
+    hp = {**HP, "degenerated_to_sgd": False, "weight_decay": 0.1, "decoupled_weight_decay": True}
+    p, state = p0, radam.init(p0, hp)
+    for _ in range(5):
+        p, state = radam.update(p, g, state, hp)
+    assert np.array_equal(p, p0)
+    np.testing.assert_allclose(state["exp_avg"], (1 - 0.9**5) * g, rtol=1e-14)
+    p6, _ = radam.update(p, g, state, hp)
+    stepped, _ = radam.update(p, g, state, {**hp, "degenerated_to_sgd": True})
+    assert np.array_equal(p6, stepped) and not np.array_equal(p6, p0)  # the rectified branch is the same either way
