@@ -14,7 +14,10 @@ warning on the ``optbench.watch`` logger) how many it leaves out. Steps are numb
 count where it keeps one (``state["step"]``: a watch attached after loading a checkpoint names the optimizer's
 step), else counted from attach. The first divergence is kept by FQN (``param_names`` from
 ``model.named_parameters()``, or a ``names`` mapping) and logged as a warning when found; ``strict=True`` raises
-``Divergence`` at it instead. Closure-driven optimizers (LBFGS) are not supported.
+``Divergence`` at it instead. A candidate spec (``adapter=``, or the one a built-in suite's ``candidates:`` hold for
+the class) reads the class's options and state as the reference's (``optbench.adapters.live``), and an option a
+group sets that the reference does not model is named at attach. Closure-driven optimizers (LBFGS) are not
+supported.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from types import ModuleType
 import numpy as np
 import torch
 
+from optbench.adapters import live
 from optbench.hyperparameters import reference_value
 from optbench.numerics.one_step import OneStep
 from optbench.numerics.trajectory import as_array
@@ -85,6 +89,7 @@ class Watch:
     every: int = 1
     strict: bool = False
     hparams: dict | Callable[[dict], dict] | None = None  # the reference's options per group (see ``watch``)
+    spec: object = None  # a candidate spec (optbench.adapters.live): the class's options and state as the reference's
     max_numel: int | None = None  # larger tensors are checked on every large_every-th checked step only
     large_every: int = 1
     steps_checked: int = 0
@@ -93,6 +98,13 @@ class Watch:
     _step: int = 0
     _before: dict | None = None
     _handles: list = field(default_factory=list)
+
+    def _states(self) -> dict:
+        """Each parameter's state as the reference keeps it (through the spec), keys it leaves out removed."""
+        reader = live.state_reader(self.spec, self.optimizer)
+        states = reader() if reader is not None else per_parameter_state(self.optimizer)
+        out = live.left_out(self.spec)
+        return {p: {k: v for k, v in s.items() if k not in out} for p, s in states.items()} if out else states
 
     def _groups(self) -> dict[str, dict]:
         ids = {id(p): n for n, p in self.watched.items()}
@@ -109,7 +121,7 @@ class Watch:
         live = {n: p for n, p in self.watched.items()
                 if p.grad is not None and (with_large or p.numel() <= self.max_numel)}
         before = {(n, "param"): as_array(p) for n, p in live.items()}
-        states = per_parameter_state(optimizer)  # once: a batched optimizer builds its views per call
+        states = self._states()  # once: a batched optimizer builds its views per call
         before |= {(n, k): a for n, p in live.items() for k, v in states.get(p, {}).items()
                    if (a := as_array(v)) is not None}
         self._before = (before, {n: reference_gradient(p.grad) for n, p in live.items()})
@@ -119,14 +131,14 @@ class Watch:
             return
         before, grads = self._before
         after = {(n, "param"): as_array(p) for n, p in self.watched.items() if n in grads}
-        states = per_parameter_state(optimizer)
+        states = self._states()
         after |= {(n, k): a for n in grads for k, v in states.get(self.watched[n], {}).items()
                   if (a := as_array(v)) is not None}
         groups = self._groups()
         number = _own_step(states, [self.watched[n] for n in grads]) or self._step
         for dtype in {self.watched[n].dtype for n in grads}:
             names = [n for n in grads if self.watched[n].dtype == dtype]
-            hp = {n: _hyperparameters(groups[n], self.hparams, dtype) for n in names}
+            hp = {n: _hyperparameters(groups[n], self.hparams, dtype, self.spec) for n in names}
             gate = OneStep(self.reference, hp, dtype)
             gate.record(number, before, after, {n: grads[n] for n in names}, {})
             for step, fqn, tensor, err, tol in gate.rows:
@@ -203,10 +215,11 @@ def _reference_module(optimizer: torch.optim.Optimizer, reference: str | ModuleT
                          "from 'optbench list' or a dotted path importable from here") from None
 
 
-def _hyperparameters(group: dict, hparams, dtype: torch.dtype) -> dict:
-    """What the reference gets for a param group: the group's options (Tensors as numbers), then ``hparams``
-    (a dict laid over them, or a function of the group returning the reference's options), and dtype_eps."""
-    hp = {k: reference_value(v) for k, v in group.items() if k not in SKIP_KEYS}
+def _hyperparameters(group: dict, hparams, dtype: torch.dtype, spec=None) -> dict:
+    """What the reference gets for a param group: the group's options (Tensors as numbers) read through the
+    candidate spec, then ``hparams`` (a dict laid over them, or a function of the group returning the reference's
+    options), and dtype_eps."""
+    hp = live.reference_options(spec, {k: reference_value(v) for k, v in group.items() if k not in SKIP_KEYS})
     if callable(hparams):
         hp = {k: reference_value(v) for k, v in hparams(dict(group)).items()}
     elif hparams:
@@ -214,15 +227,21 @@ def _hyperparameters(group: dict, hparams, dtype: torch.dtype) -> dict:
     return hp | {"dtype_eps": torch.finfo(dtype).eps}
 
 
-def _preflight(module: ModuleType, optimizer: torch.optim.Optimizer, hparams) -> None:
+def _preflight(module: ModuleType, optimizer: torch.optim.Optimizer, hparams, spec=None) -> None:
     """Take one reference step per param group on a 1-element array, so that a reference needing an option
-    the group does not hold fails here, in one line, not inside the training loop's ``step()``."""
+    the group does not hold fails here, in one line, not inside the training loop's ``step()``; an option a group
+    sets that the reference never reads is named (a warning): its steps are judged as the reference's without it."""
+    defaults = live.default_options(type(optimizer))
     for g, group in enumerate(optimizer.param_groups):
         dtype = group["params"][0].dtype if group["params"] else torch.float32
-        hp = _hyperparameters(group, hparams, dtype if dtype.is_floating_point else torch.float32)
+        hp = _hyperparameters(group, hparams, dtype if dtype.is_floating_point else torch.float32, spec)
         x = np.ones(1)
         try:
             module.update(x, x, module.init(x, hp), hp)
+            if unread := live.unmodelled(module, hp, defaults):
+                LOG.warning("optbench.watch: param group %d sets %s, which reference %r does not model (its steps "
+                            "do not change with them): they are judged as the reference's without them", g,
+                            ", ".join(f"{k}={hp[k]!r}" for k in unread), module.__name__.rsplit(".", 1)[-1])
         except KeyError as exc:
             held = ", ".join(k for k in group if k not in SKIP_KEYS)
             raise ValueError(f"optbench.watch: reference {module.__name__!r} needs option {exc.args[0]!r}, which "
@@ -230,21 +249,51 @@ def _preflight(module: ModuleType, optimizer: torch.optim.Optimizer, hparams) ->
                              "reference's options, or a function of the group returning them)") from None
 
 
+def _listed(cls: type) -> tuple[str, object] | tuple[None, None]:
+    """The reference and the candidate spec of the built-in suite whose ``candidates:`` adapt ``cls``
+    (pytorch-optimizer's Lion: suite lion's), or (None, None); a class two suites adapt names neither."""
+    from optbench.dotted import import_dotted
+    from optbench.suite.catalog import suite_by_name, suite_names
+
+    found = []
+    for name in suite_names():
+        try:
+            suite = suite_by_name(name)
+        except Exception:  # a meta-suite (all, smoke): no candidates of its own
+            continue
+        for spec in suite.candidates:
+            if spec.cls.rsplit(".", 1)[-1] == cls.__name__:
+                try:
+                    listed = import_dotted(spec.cls, what="a suite's candidate")
+                except Exception:
+                    continue
+                if listed is cls:
+                    found.append((suite.reference_name, spec))
+    return found[0] if len(found) == 1 else (None, None)
+
+
 def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None = None, *, names=None,
           max_tensors: int | None = None, max_numel: int | None = 1 << 18, large_every: int = 10, every: int = 1,
-          strict: bool = False, seed: int = 0, hparams: dict | Callable[[dict], dict] | None = None) -> Watch:
+          strict: bool = False, seed: int = 0, hparams: dict | Callable[[dict], dict] | None = None,
+          adapter=None) -> Watch:
     """Check every ``every``-th real step of ``optimizer`` against its float64 reference; see the module
     docstring. ``reference`` defaults, for torch.optim's classes and their subclasses only, to the built-in
     reference of the torch class (``adamw`` for AdamW, ``sparse_adam`` for SparseAdam); any other class must
-    name one. ``hparams`` maps a param group's options to the reference's (a dict laid over them, or a function
-    of the group) where a third-party class spells them otherwise."""
+    name one, unless a built-in suite's ``candidates:`` adapt it (pytorch-optimizer's Lion: the lion reference, with
+    that adapter). ``adapter`` is a candidate spec (a ``CandidateSpec`` or a spec file's path, docs/candidates.md):
+    the class's options and state read as the reference's, as ``candidate=`` reads them. ``hparams`` maps a param
+    group's options to the reference's (a dict laid over them, or a function of the group) where a third-party
+    class spells them otherwise."""
+    spec = live.loaded(adapter)
+    if reference is None and spec is None and torch_optimizer_class(type(optimizer)) is None:
+        reference, spec = _listed(type(optimizer))
     module = _reference_module(optimizer, reference)
     if kind_of(module) != "gradient":
         raise ValueError("optbench.watch checks one tensor's step at a time: a closure-driven optimizer (LBFGS) or "
                          "one whose step couples a group's tensors (ScaledAdam's clipping) is not supported")
     if every < 1 or large_every < 1 or (max_tensors is not None and max_tensors < 1):
         raise ValueError("every, large_every and max_tensors must be at least 1")
-    _preflight(module, optimizer, hparams)
+    _preflight(module, optimizer, hparams, spec)
     candidates = list(_names(optimizer, names).items())
     if not candidates:
         LOG.warning("optbench.watch: the optimizer holds no parameters: nothing will be checked")
@@ -254,7 +303,7 @@ def watch(optimizer: torch.optim.Optimizer, reference: str | ModuleType | None =
         left = [candidates[i][0] for i in range(len(candidates)) if i not in set(chosen)]
         LOG.warning("optbench.watch: max_tensors=%d leaves %d of %d parameters unwatched (%s%s)", max_tensors,
                     len(left), len(candidates), ", ".join(left[:4]), ", ..." if len(left) > 4 else "")
-    w = Watch(optimizer, module, {candidates[i][0]: candidates[i][1] for i in chosen}, every, strict, hparams,
+    w = Watch(optimizer, module, {candidates[i][0]: candidates[i][1] for i in chosen}, every, strict, hparams, spec,
               max_numel, large_every)
     w._handles = [optimizer.register_step_pre_hook(w._pre), optimizer.register_step_post_hook(w._post)]
     return w

@@ -161,3 +161,55 @@ def test_a_step_that_raises_does_not_stop_the_watch():
         except RuntimeError:
             pass
     assert w.steps_checked == 3 and w.first_divergence is None
+
+
+REPO_SPEC = "tests/thirdparty/other_adam.yaml"
+
+
+def train_other_adam(steps=8, **watch_options):
+    from tests.thirdparty.other_adam import OtherAdam
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 4)
+    opt = OtherAdam(model.named_parameters(), lr=1e-2, wd=0.1)
+    watch = optbench.watch(opt, **watch_options)
+    x, y = torch.randn(64, 16), torch.randn(64, 4)
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return watch
+
+
+def test_a_candidate_spec_reads_a_third_party_class_as_the_reference(monkeypatch):
+    """The spec ``candidate=`` takes (wd spelled for weight_decay, nested moments, its own step key) makes its
+    steps the adam reference's; without it, its L2 decay goes unread and the watch says the step departs."""
+    from pathlib import Path
+
+    from optbench.adapters.spec import load_spec_file
+
+    monkeypatch.chdir(Path(__file__).parents[1])
+    for adapter in (REPO_SPEC, load_spec_file(Path(REPO_SPEC))):
+        watch = train_other_adam(reference="adam", adapter=adapter)
+        assert watch.steps_checked == 8 and watch.first_divergence is None, watch.summary()
+    assert train_other_adam(reference="adam", hparams={"weight_decay": 0.0}).first_divergence is not None
+
+
+def test_a_class_a_suite_adapts_is_watched_with_that_adapter_and_unmodelled_options_are_named(caplog):
+    """pytorch-optimizer's Lion needs no reference=: suite lion's candidates adapt it. An option it sets other than
+    its default that the reference never reads (cautious, use_gc) is named at attach; its defaults, and torch's own
+    AdamW (whose group holds decoupled_weight_decay), are not."""
+    po = pytest.importorskip("pytorch_optimizer")
+    model = torch.nn.Linear(8, 4)
+    with caplog.at_level(logging.WARNING, logger="optbench.watch"):
+        plain = optbench.watch(po.Lion(model.parameters(), lr=1e-3, weight_decay=0.1))
+        optbench.watch(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    assert plain.reference.__name__.endswith(".lion") and not caplog.records
+    with caplog.at_level(logging.WARNING, logger="optbench.watch"):
+        optbench.watch(po.Lion(model.parameters(), lr=1e-3, cautious=True, use_gc=True))
+    assert len(caplog.records) == 1 and "cautious=True, use_gc=True" in caplog.records[0].getMessage()
+    for _ in range(4):
+        model(torch.randn(3, 8)).sum().backward()
+        plain.optimizer.step()
+        plain.optimizer.zero_grad()
+    assert plain.steps_checked == 4 and plain.first_divergence is None, plain.summary()
