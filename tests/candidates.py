@@ -424,3 +424,19 @@ class DenseOnlySGD(torch.optim.SGD):
         if any(p.grad is not None and p.grad.is_sparse for g in self.param_groups for p in g["params"]):
             raise RuntimeError("DenseOnlySGD does not support sparse gradients")
         return super().step(closure)
+
+
+class UncheckedShapeSGD(torch.optim.SGD):
+    """A native step that trusts its state's shapes (DeepSpeed's CPU ops): state of another shape segfaults it, where
+    torch's for-loop raises; a load by name never hands it such state."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                buf = self.state.get(p, {}).get("momentum_buffer")
+                if buf is not None and buf.shape != p.shape:
+                    import ctypes
+
+                    ctypes.string_at(0)
+        return super().step(closure)

@@ -13,6 +13,7 @@ from optbench.checks.error_inputs import BASE, attempt
 from optbench.cli import main
 from optbench.report import load_results, render_report
 from optbench.suite.spec import Deviation, ErrorInput
+from optbench.workloads import ParamSpec
 from tests.conftest import run_inline
 
 
@@ -29,15 +30,24 @@ def test_registry_names_each_check_once():
 def test_a_declared_deviation_is_judged_apart_and_bounded():
     d = Deviation("F99", "test", fqn="w*", max_err_eps=1e6)
     errors = pd.concat([errors_frame([1e3, 2e3], "w1"), errors_frame([1.0, 2.0], "b")], ignore_index=True)
-    gated, declared = split(errors, [d], {"w1": (3,), "b": (3,)})
+    gated, declared = split(errors, [d], {"w1": ParamSpec("w1", (3,)), "b": ParamSpec("b", (3,))})
     assert set(gated.fqn) == {"b"} and declared[0][0] is d
     assert verdict(d, declared[0][1])[0] == "xfail"
     assert verdict(d, errors_frame([1.0, 2.0], "w1"))[0] == "xpass"  # fixed upstream: time to remove it
     assert verdict(d, errors_frame([1e7], "w1"))[0] == "fail"  # past the bound: not the known deviation
 
 
+def test_a_deviation_naming_a_kind_of_parameter_covers_those_parameters_only():
+    """``kind: noncontiguous`` declares the non-contiguous parameters' errors; a dense parameter's failure stays
+    judged (it was covered too, every tensor of the case hidden under the declaration)."""
+    d = Deviation("F99", "test", kind="noncontiguous")
+    errors = pd.concat([errors_frame([1e6], "t"), errors_frame([1e6], "dense")], ignore_index=True)
+    gated, declared = split(errors, [d], {"t": ParamSpec("t", (4, 4), "noncontiguous"), "dense": ParamSpec("dense",
+                                                                                                         (4, 4))})
+    assert set(gated.fqn) == {"dense"} and set(declared[0][1].fqn) == {"t"}
+
+
 def test_size_selectors_pick_zero_size_and_scalar_parameters():
-    from optbench.workloads import ParamSpec
 
     assert Deviation("F", "r", size="zero").matches_spec(ParamSpec("x", (0, 8)))
     assert not Deviation("F", "r", size="zero").matches_spec(ParamSpec("x", (2, 8)))

@@ -528,3 +528,16 @@ def test_jobs_past_the_cores_is_capped_at_them_in_one_line(capsys):
     assert resolve_jobs(OmegaConf.create({"jobs": 0})) == 0 and resolve_jobs(OmegaConf.create({"jobs": 1})) == 1
     err = capsys.readouterr().err.strip()
     assert err == f"optbench: jobs=999 capped at this machine's {cores} core(s)", err
+
+
+def test_a_candidates_step_is_never_run_on_state_of_another_shape_in_the_positional_comparison(tmp_path):
+    """torch's positional load hands a candidate state of another shape; stepping it there may corrupt the worker's
+    memory for the case's later scenarios (DeepSpeed's CPU ops), so it is reported as loaded and not stepped."""
+    out = tmp_path / "run"
+    assert run_inline(["jobs=1", "suite=sgd", "dtype=float32", "impl=[candidate]", "checks=[roundtrip]",
+                       "hparams=[momentum]", "roundtrip.scenarios=[same_order,reversed]", "roundtrip.every_dtype=[]",
+                       "history_dir=null", "candidate=tests.candidates.UncheckedShapeSGD", f"out_dir={out}"]) == 0
+    rows = {r["metric"]: r for r in json.loads((out / "results.json").read_text())["rows"] if r["check"] == "roundtrip"}
+    assert rows["roundtrip.reversed"]["status"] == "pass"
+    positional = rows["roundtrip.positional.reversed"]["detail"]
+    assert "not stepped: a candidate's step on it may corrupt" in positional and "SIGSEGV" not in positional

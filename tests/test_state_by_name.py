@@ -241,3 +241,39 @@ def test_a_one_element_vector_a_library_keeps_for_every_parameter_fits_a_0_dim_o
     assert shape_mismatch({"unorm_vec": torch.zeros(1)}, scalar) == ""
     assert "has shape (2,)" in shape_mismatch({"unorm_vec": torch.zeros(2)}, scalar)
     assert "has shape (1,)" in shape_mismatch({"exp_avg": torch.zeros(1)}, scalar)
+
+
+NATIVE: dict[int, str] = {}  # a native library's registry of optimizer objects, by the id each optimizer holds
+
+
+class NativeHandleSGD(torch.optim.SGD):
+    """Holds an id into a registry it frees in ``__del__`` (DeepSpeed's CPU optimizers: ``destroy_adam(opt_id)``)."""
+
+    def __init__(self, params, **kwargs):
+        super().__init__(params, **kwargs)
+        self.opt_id = len(NATIVE)
+        NATIVE[self.opt_id] = "native optimizer"
+
+    def step(self, closure=None):
+        assert self.opt_id in NATIVE, "the native optimizer was freed under the live one"
+        return super().step(closure)
+
+    def __del__(self):
+        NATIVE.pop(self.opt_id, None)
+
+
+def test_a_name_aware_load_leaves_an_optimizer_that_frees_a_native_handle_in_del_working():
+    """name_aware's trial load probes a copy sharing the optimizer's attributes: collected, that copy must not run
+    the class's __del__ (which freed the live optimizer's native object: DeepSpeed then dereferenced null)."""
+    import gc
+
+    model = torch.nn.Linear(3, 2)
+    opt = NativeHandleSGD(model.named_parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    saved = opt.state_dict()
+    name_aware(opt)
+    opt.load_state_dict(saved)
+    gc.collect()
+    model(torch.randn(4, 3)).sum().backward()
+    opt.step()

@@ -23,13 +23,15 @@ from optbench.workloads import build
 from optbench.workloads.complex import complexify
 
 
-def split(errors: pd.DataFrame, deviations: list[Deviation], shapes: dict[str, tuple]) -> tuple[
+def split(errors: pd.DataFrame, deviations: list[Deviation], specs: dict) -> tuple[
         pd.DataFrame, list[tuple[Deviation, pd.DataFrame]]]:
-    """Errors no deviation covers, and each deviation's own errors (a row goes to the first match)."""
+    """Errors no deviation covers, and each deviation's own errors (a row goes to the first match); ``specs``: the
+    workload's ParamSpecs by FQN, whose name, shape and kind a deviation's ``fqn``, ``size`` and ``kind`` select."""
     left = pd.Series(True, index=errors.index)
     declared = []
     for d in deviations:
-        mine = left & errors.fqn.map(lambda f: fnmatch.fnmatchcase(f, d.fqn) and d.matches_shape(shapes.get(f, (1,)))) \
+        mine = left & errors.fqn.map(lambda f: d.matches_spec(specs[f]) if f in specs else (
+            fnmatch.fnmatchcase(f, d.fqn) and d.matches_shape((1,)) and d.kind == "*")) \
             & errors.tensor.map(lambda t: fnmatch.fnmatchcase(t, d.tensor))
         if "kind" in errors:  # which parity gate a row comes from
             mine &= errors.kind.map(lambda k: fnmatch.fnmatchcase(k, d.gate))

@@ -184,7 +184,7 @@ class ParityCheck:
                             "remove the declaration once the fix is released")
                  for d in raising]
         deviations = [d for d in declared if not d.raises]
-        gated, declared = split(traj.errors, deviations, {spec.name: spec.shape for spec in workload.specs})
+        gated, declared = split(traj.errors, deviations, {spec.name: spec for spec in workload.specs})
         ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor)
                                                      for _, errs in declared for e in errs.itertuples()}
         still = set()

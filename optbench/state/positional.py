@@ -92,6 +92,10 @@ def positional(session, scenario: Scenario, impl, state_dict: dict, params: dict
     if misfits and stepper.optimizer.defaults.get("fused"):
         return "silently wrong", (f"loaded state of another shape into {len(misfits)} FQNs (e.g. {misfits[0]}); not "
                                   "stepped: the fused CPU step does not check shapes and corrupts memory (finding F31)")
+    if misfits and impl.is_candidate:  # a native step that checks no shapes corrupts this worker's heap, and a later
+        # scenario of the case, in the same process, would fail (or not) for it: never stepped on such state
+        return "silently wrong", (f"loaded state of another shape into {len(misfits)} FQNs (e.g. {misfits[0]}); not "
+                                  "stepped: a candidate's step on it may corrupt this process's memory")
     try:
         _probe(session, stepper, params)
     except Exception as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import lru_cache
 
 import torch
 
@@ -210,8 +211,23 @@ def trial_load(optimizer, state_dict: dict) -> None:
     """Load ``state_dict`` into a detached copy of ``optimizer`` (its own groups, state and hooks; the same
     parameters), so that anything torch's loader or the class's ``__setstate__`` raises is raised before the
     optimizer itself is touched (``name_aware``: a load pre-hook cannot undo the load that follows it)."""
-    probe = object.__new__(type(optimizer))
+    probe = object.__new__(_probe_class(type(optimizer)))
     probe.__dict__.update(optimizer.__dict__)
     probe.__dict__.update(defaults=dict(optimizer.defaults), _optimizer_load_state_dict_pre_hooks=OrderedDict(),
                           _optimizer_load_state_dict_post_hooks=OrderedDict())
-    type(optimizer).load_state_dict(probe, state_dict)
+    try:
+        type(optimizer).load_state_dict(probe, state_dict)
+    finally:
+        probe.__dict__.clear()  # it shared the optimizer's attributes: nothing of them goes with it
+
+
+@lru_cache(maxsize=None)
+def _probe_class(cls: type) -> type:
+    """``cls`` without a ``__del__``: the probe shares the optimizer's attributes, and a class whose ``__del__`` frees a
+    native object by an id it holds (DeepSpeed's CPU optimizers: ``destroy_adam(self.opt_id)``) would free the live
+    optimizer's when the probe is collected (its next step then dereferences null)."""
+    try:
+        return type(cls.__name__, (cls,), {"__del__": lambda self: None, "__module__": cls.__module__,
+                                           "__qualname__": cls.__qualname__})
+    except Exception:  # a class that cannot be subclassed: the probe is one of its own
+        return cls
