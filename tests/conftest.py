@@ -47,3 +47,25 @@ def run_inline(args: list[str]) -> int:
     print("verdict:", results.verdict)
     return optbench.exit_code(results)
 
+
+
+def library_parity(tmp_path, suite: str, candidate: str, hparams: str, steps: int = 10) -> tuple[int, list[dict]]:
+    """A third-party class's parity on one hparam set at float32, in this process: (exit code, result rows)."""
+    import json
+
+    code = run_inline([f"suite={suite}", f"candidate={candidate}", "impl=[candidate]", "checks=[parity]",
+                       "dtype=float32", f"steps={steps}", f"hparams=[{hparams}]", "jobs=0", "history_dir=null",
+                       f"out_dir={tmp_path}"])
+    return code, json.loads((tmp_path / "results.json").read_text())["rows"]
+
+
+def assert_only_declared_findings(tmp_path, suite: str, candidate: str, hparams: str, findings: set,
+                                  steps: int = 10) -> None:
+    """Every tensor outside a declared finding is judged at full tolerance (the case passes, or is an xfail where
+    ``findings`` show), and each declared finding still shows (an xpass means the library fixed it: its
+    declaration then goes)."""
+    code, rows = library_parity(tmp_path, suite, candidate, hparams, steps)
+    verdicts = [r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
+    shown = {r["finding"] for r in rows if r["check"] == "deviation" and r["status"] == "xfail"}
+    assert code == 0 and verdicts == (["xfail"] if findings else ["pass"]) and shown == findings, (
+        [r["detail"][:200] for r in rows if r["status"] in ("fail", "error", "xpass")], shown)

@@ -8,16 +8,10 @@ import json
 
 import pytest
 
-from tests.conftest import run_inline
+from tests.conftest import assert_only_declared_findings, run_inline
 
 pytest.importorskip("deepspeed")
 
-
-def _run(tmp_path, suite, cls, hparams):
-    code = run_inline([f"suite={suite}", f"candidate=deepspeed.ops.{cls}", "impl=[candidate]", "checks=[parity]",
-                       "dtype=float32", "steps=10", f"hparams=[{hparams}]", "jobs=0", "history_dir=null",
-                       f"out_dir={tmp_path}"])
-    return code, json.loads((tmp_path / "results.json").read_text())["rows"]
 
 
 @pytest.mark.parametrize("suite, cls, hparams, findings", [
@@ -32,18 +26,14 @@ def test_deepspeed_matches_the_reference_but_for_its_declared_findings(suite, cl
     """Every tensor outside a declared finding is judged at full tolerance, and each declared finding still shows (an
     xpass would mean DeepSpeed fixed it: its declaration then goes). F60 shows on every set: the transformer
     workload's non-contiguous weights are never updated."""
-    code, rows = _run(tmp_path, suite, cls, hparams)
-    verdicts = [r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
-    shown = {r["finding"] for r in rows if r["check"] == "deviation" and r["status"] == "xfail"}
-    assert code == 0 and verdicts == ["xfail"] and shown == findings, (
-        [r["detail"][:200] for r in rows if r["status"] in ("fail", "error", "xpass")], shown)
+    assert_only_declared_findings(tmp_path, suite, f"deepspeed.ops.{cls}", hparams, findings, steps=10)
 
 
 def test_adam_mode_is_the_one_each_suite_builds(tmp_path):
     """The adam suite builds it with adamw_mode=False (spec ``fixed``): in its AdamW mode the L2 set fails by far."""
-    code, rows = run_inline(["suite=adam", "candidate=deepspeed.ops.adam.DeepSpeedCPUAdam", "impl=[candidate]",
-                             "checks=[parity]", "dtype=float32", "steps=3", "hparams=[weight_decay]", "jobs=0",
-                             "history_dir=null", "candidate_kwargs={adamw_mode: true}", f"out_dir={tmp_path}"]), None
+    code = run_inline(["suite=adam", "candidate=deepspeed.ops.adam.DeepSpeedCPUAdam", "impl=[candidate]",
+                       "checks=[parity]", "dtype=float32", "steps=3", "hparams=[weight_decay]", "jobs=0",
+                       "history_dir=null", "candidate_kwargs={adamw_mode: true}", f"out_dir={tmp_path}"])
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     verdicts = [r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert code == 1 and verdicts == ["fail"], verdicts
