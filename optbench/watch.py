@@ -99,11 +99,14 @@ class Watch:
     _before: dict | None = None
     _handles: list = field(default_factory=list)
 
+    def __post_init__(self):
+        self._reader = live.state_reader(self.spec, self.optimizer)  # once, at attach: each step reads through it
+        self._left_out = live.left_out(self.spec)
+
     def _states(self) -> dict:
         """Each parameter's state as the reference keeps it (through the spec), keys it leaves out removed."""
-        reader = live.state_reader(self.spec, self.optimizer)
-        states = reader() if reader is not None else per_parameter_state(self.optimizer)
-        out = live.left_out(self.spec)
+        states = self._reader() if self._reader is not None else per_parameter_state(self.optimizer)
+        out = self._left_out
         return {p: {k: v for k, v in s.items() if k not in out} for p, s in states.items()} if out else states
 
     def _groups(self) -> dict[str, dict]:

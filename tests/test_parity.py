@@ -55,7 +55,10 @@ def test_as_arrays_equals_as_array_per_value():
     values = [torch.randn(3, 4).t(), torch.tensor(3, dtype=torch.int64), torch.randn(0, 2), torch.randn(5).half(),
               torch.randn(2, dtype=torch.complex64), torch.randn(4).to_sparse(), 1.5, "no", None,
               torch.nn.Parameter(torch.randn(2, 2, dtype=torch.bfloat16)), torch.tensor(True)]
-    for got, value in zip(as_arrays(values), values):
+    converted = as_arrays(values)
+    with pytest.raises(ValueError, match="read-only"):  # views of one copy: a write would change another's numbers
+        converted[0][0, 0] = 1.0
+    for got, value in zip(converted, values):
         want = as_array(value)
         assert (got is None) == (want is None)
         if want is not None:

@@ -199,8 +199,8 @@ class OneStep:
                 if p_new.shape == ref_param.shape:  # update_error's measure, the envelope 0
                     slack = PARAM_ROUNDINGS * ulp(np.where(np.isfinite(p_new), p_new, 0.0), self.dtype) + subnormal
                     updates.append((name, "param", p_new - p_old, ref_param - p_old, slack))
-                else:  # a shape the parameter does not have: an infinite error, its scale still kept
-                    updates.append((name, "param", np.full(p_new.shape, np.nan), ref_param - p_old, 0.0))
+                else:  # a shape the parameter does not have: an infinite error (measured), its scale still kept
+                    updates.append((name, "param", p_new, ref_param - p_old, 0.0))
             states += [(name, k, after[(name, k)], expected, 0.0) for k, expected in compared.items()]
         errors: dict[tuple[str, str], float] = {}
         for pairs, eps in ((updates, self.update_eps), (states, self.eps)):

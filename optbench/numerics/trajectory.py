@@ -55,7 +55,9 @@ def as_array(value) -> np.ndarray | None:
 
 def as_arrays(values: list) -> list[np.ndarray | None]:
     """``as_array`` of each value; the plain dense real tensors of one dtype and device converted together (one
-    concatenation and one cast instead of one per tensor: the same numbers, each array a view of one copy)."""
+    concatenation and one cast instead of one per tensor: the same numbers, each array a read-only view of one copy,
+    so that code which broke the reference contract by writing into its inputs raises instead of changing another
+    tensor's numbers)."""
     out: list = [None] * len(values)
     together: dict[tuple, list[int]] = {}
     for i, value in enumerate(values):
@@ -67,6 +69,7 @@ def as_arrays(values: list) -> list[np.ndarray | None]:
     for indices in together.values():
         tensors = [values[i].detach() for i in indices]
         flat = torch.cat([t.reshape(-1) for t in tensors]).to(device="cpu", dtype=torch.float64).numpy()
+        flat.flags.writeable = False
         for i, t, part in zip(indices, tensors, np.split(flat, np.cumsum([t.numel() for t in tensors])[:-1])):
             out[i] = part.reshape(t.shape)
     return out
