@@ -160,6 +160,7 @@ def test_a_worker_started_before_the_plan_that_never_gets_ready_ends_the_run(tmp
     from optbench.engine import pool as pool_module
     from optbench.engine.units import Unit
 
+    monkeypatch.setattr(pool_module.zygote, "SUPPORTED", False)  # started with python -c, which never gets ready
     monkeypatch.setattr(pool_module, "BOOT", "import time; time.sleep(60)")
     monkeypatch.setattr(pool_module, "START_TIMEOUT_S", 1.5)
     workers = pool_module.Pool(1, {"op": "init"}, tmp_path / "workers", 60, lambda i: {}, lambda *a: None,

@@ -23,8 +23,10 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from optbench.engine import zygote
 from optbench.engine.units import Unit
 from optbench.engine.worker import PARENT
+from optbench.engine.zygote import Forked
 from optbench.metrics import CASE_ERROR
 from optbench.results import row
 from optbench.rows import bounded
@@ -41,6 +43,27 @@ START_TIMEOUT_S = 300  # importing torch and building the run's plan takes secon
 def worker_env() -> dict:
     """A worker's environment: this one, and this process's pid (the worker dies with it: engine.descendants)."""
     return {**os.environ, PARENT: str(os.getpid())}
+
+
+def start_worker(stderr) -> subprocess.Popen | Forked:
+    """A worker process (``engine.worker.main``) writing its stderr to the file ``stderr``: forked from this
+    process's zygote (``engine.zygote``), else started with ``python -c``; its own session either way (a terminal's
+    Ctrl-C reaches the parent only)."""
+    return zygote.spawn(stderr.fileno(), worker_env()) or subprocess.Popen(
+        [sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+        start_new_session=True, env=worker_env())
+
+
+def kill_group(proc: subprocess.Popen | Forked) -> None:
+    """SIGKILL a worker and its process group (what it started there: reshard's ranks), and reap it."""
+    if isinstance(proc, Forked):
+        proc.kill()
+    elif proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    proc.wait()
 
 
 class WorkerStartError(RuntimeError):
@@ -66,9 +89,7 @@ class Worker:
         logs.mkdir(parents=True, exist_ok=True)
         self.log = logs / f"worker-{number}.log"
         with self.log.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=err, start_new_session=True, env=worker_env())  # a terminal's Ctrl-C reaches the parent only
+            self.proc = start_worker(err)
         self.unit: Unit | None = None
         self.current: int | None = None  # the plan index of the case running now
         self.doing = ""  # the part of that case it said runs now (a round-trip scenario): named if it dies there
@@ -105,12 +126,7 @@ class Worker:
         return " | ".join(bounded(line, 300) for line in lines[-STDERR_TAIL_LINES:])
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # its own children (reshard's ranks) too
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
-        self.proc.wait()
+        kill_group(self.proc)
 
     def close(self) -> None:
         try:

@@ -14,16 +14,14 @@ is its own log, cut to its last lines in the message.
 from __future__ import annotations
 
 import json
-import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 
 from optbench.engine.blueprint import Blueprint
-from optbench.engine.pool import BOOT, START_TIMEOUT_S, STDERR_TAIL_LINES, how_it_ended, worker_env
+from optbench.engine.pool import START_TIMEOUT_S, STDERR_TAIL_LINES, how_it_ended, kill_group, start_worker
 from optbench.usage import UsageError
 
 _MADE: dict[str, Blueprint] = {}  # a process plans a config once (the CLI checks it before Hydra runs it)
@@ -46,8 +44,7 @@ def _plan(config: dict, config_dirs: list[str], timeout_s: float) -> Blueprint:
               "resolved": (timeout_s, "importing and building it (case_timeout_s)"),
               "answer": (START_TIMEOUT_S, "planning its cases")}
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=log, start_new_session=True, env=worker_env())  # killed with its group
+        proc = start_worker(log)  # killed with its group
         events: queue.Queue = queue.Queue()
         threading.Thread(target=_read, args=(proc, events), daemon=True).start()
         answer = None
@@ -72,7 +69,7 @@ def _plan(config: dict, config_dirs: list[str], timeout_s: float) -> Blueprint:
             raise UsageError(f"candidate {candidate}: the worker process planning the run "
                              f"{how_it_ended(proc.returncode)} before reading its request{_tail(log)}") from None
         finally:  # an interrupt, a timeout, or threads it left: nothing it started outlives the planning
-            _kill_group(proc)
+            kill_group(proc)
     if answer is None:
         raise UsageError(f"candidate {candidate}: the worker process planning the run sent no plan")
     if answer["ev"] == "refused":
@@ -103,11 +100,3 @@ def _tail(log) -> str:
     lines = [line for line in log.read().decode("utf-8", "replace").splitlines() if line.strip()]
     tail = " | ".join(line.strip()[:200] for line in lines[-STDERR_TAIL_LINES:])
     return f"; stderr: {tail}" if tail else ""
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()

@@ -1,0 +1,145 @@
+"""Workers forked from a zygote start as ``python -c`` ones did: their own session, streams, directory and
+environment, an exit code Popen's way, dead with their zygote; and each starts pristine, whatever an earlier one did
+to its torch, NumPy or optbench."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from optbench.config import compose_config
+from optbench.engine import zygote
+from optbench.engine.pool import kill_group, start_worker
+from optbench.engine.runner import SuiteRun
+from optbench.usage import UsageError
+
+pytestmark = pytest.mark.skipif(not zygote.SUPPORTED, reason="the zygote needs Linux's fork and SCM_RIGHTS")
+
+# A candidate module that knows whether a worker before it ran in the same interpreter: it marks torch, NumPy and
+# optbench's SGD reference, and refuses to import where it finds a mark.
+MARKS = """import numpy, torch
+import optbench.reference.sgd as reference
+if getattr(torch, "_marked", False) or getattr(numpy, "_marked", False) or getattr(reference, "_marked", False):
+    raise RuntimeError("an earlier worker's changes are here")
+torch._marked = numpy._marked = reference._marked = True
+reference.update = lambda *a, **k: None  # and breaks the oracle, as a hostile candidate would
+
+class SGD(torch.optim.SGD):
+    pass
+"""
+
+
+def config(candidate: str) -> dict:
+    cfg = compose_config(["suite=sgd", "jobs=1", "dtype=float32", "impl=[candidate]", "checks=[parity]",
+                          f"candidate={candidate}", "history_dir=null"])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def answer(proc, request: dict) -> dict:
+    """A planning worker's answer to ``request``."""
+    proc.stdin.write((json.dumps(request) + "\n").encode())
+    proc.stdin.flush()
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event["ev"] in ("refused", "failed", "planned"):
+            return event
+    return {}
+
+
+def test_a_forked_worker_has_its_own_session_streams_and_the_environment_asked_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPTBENCH_TEST_MARK", "forked")
+    monkeypatch.chdir(tmp_path)
+    with tempfile.TemporaryFile() as log:
+        proc = start_worker(log)
+        assert isinstance(proc, zygote.Forked)
+        code = ("import os, sys; print(os.getsid(0) == os.getpid(), os.environ['OPTBENCH_TEST_MARK'], os.getcwd(), "
+                "os.environ['OPTBENCH_PARENT_PID'] == str(os.getppid()), file=sys.stderr); sys.exit(3)")
+        candidate = tmp_path / "says.py"
+        candidate.write_text(code.replace("; ", "\n"))
+        said = answer(proc, {"op": "plan", "cfg": config("says.SGD"), "config_dirs": [],
+                             "sys_path": [str(tmp_path), *sys.path]})
+        assert proc.wait(60) == 0  # the plan op answers, then ends the worker
+        assert "raised at import: SystemExit: 3" in said["error"]
+        log.seek(0)
+        assert log.read().decode().split() == ["True", "forked", str(tmp_path), "True"]
+
+
+def test_exit_codes_are_popens_and_a_killed_worker_takes_its_group(tmp_path):
+    with tempfile.TemporaryFile() as log:
+        proc = start_worker(log)
+        proc.stdin.close()  # no request: the worker's loop ends and it exits 0
+        assert proc.wait(60) == 0 and proc.poll() == 0
+    with tempfile.TemporaryFile() as log:
+        proc = start_worker(log)
+        started = tmp_path / "started"
+        (tmp_path / "sleeper.py").write_text(f"import subprocess, time\nchild = subprocess.Popen(['sleep', '300'])\n"
+                                             f"open({str(started)!r}, 'w').write(str(child.pid))\ntime.sleep(300)\n")
+        proc.stdin.write(json.dumps({"op": "plan", "cfg": config("sleeper.SGD"), "config_dirs": [],
+                                     "sys_path": [str(tmp_path), *sys.path]}).encode() + b"\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not (started.exists() and started.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert os.getpgid(proc.pid) == proc.pid  # its own session and group
+        kill_group(proc)
+        assert proc.returncode == -signal.SIGKILL
+        time.sleep(0.5)
+        assert not alive(int(started.read_text()))  # the sleep it started died with its group
+
+
+def test_each_worker_starts_pristine_whatever_the_one_before_did(tmp_path, monkeypatch):
+    """The second planning worker imports a second module that refuses to import where it finds the first one's
+    changes to torch, NumPy or the SGD reference (had both run in one interpreter, or a worker been forked from one
+    that ran the code under test)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("marks_a", "marks_b"):  # two configs: two planning workers
+        (tmp_path / f"{name}.py").write_text(MARKS)
+        cfg = compose_config(["suite=sgd", "jobs=1", "dtype=float32", "impl=[candidate]", "checks=[parity]",
+                              f"candidate={name}.SGD", "history_dir=null"])
+        assert SuiteRun(cfg, tmp_path / name, probe_machine=False).blueprint().entries
+
+
+def test_workers_die_with_their_zygote_and_the_next_worker_gets_a_new_one():
+    with tempfile.TemporaryFile() as log:
+        first = start_worker(log)
+        deadline = time.monotonic() + 120
+        while first.pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        old = next(z for z in zygote._ZYGOTES.values() if first in z.children.values())
+        os.kill(old.proc.pid, signal.SIGKILL)
+        assert first.wait(60) == -signal.SIGKILL
+        second = start_worker(log)
+        second.stdin.close()
+        assert second.wait(120) == 0
+        assert not old.alive
+
+
+def test_a_worker_killed_before_it_is_forked_is_killed_once_it_is():
+    with tempfile.TemporaryFile() as log:
+        proc = start_worker(log)
+        proc.kill()  # its zygote may still be importing torch
+        assert proc.wait(120) == -signal.SIGKILL
+
+
+def test_a_planning_worker_that_exits_at_import_is_still_one_line(tmp_path, monkeypatch):
+    (tmp_path / "leaves.py").write_text("import os\nos._exit(7)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = compose_config(["suite=sgd", "jobs=1", "dtype=float32", "impl=[candidate]", "checks=[parity]",
+                          "candidate=leaves.SGD", "history_dir=null"])
+    with pytest.raises(UsageError, match="exited with code 7 while importing"):
+        SuiteRun(cfg, tmp_path / "run", probe_machine=False).blueprint()
