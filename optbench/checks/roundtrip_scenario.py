@@ -91,8 +91,9 @@ class Session:
 
     def saved(self, impl, dtype: str, device: str, layout: Layout):
         """(parameters after ``save_at`` steps, the state_dict read back with weights_only=True, its FQN order).
-        Each call reads the file again: torch's load_state_dict keeps the loaded tensors when no cast is due,
-        so two optimizers loaded from one dict would share (and step) the same state."""
+        Each call returns a fresh copy of what the file read back as (torch's load_state_dict keeps the loaded
+        tensors when no cast is due, so two optimizers loaded from one dict would share, and step, the same state):
+        a deep copy, which keeps the storage sharing the read gave, in a fraction of a read's time."""
         key = ("saved", impl.name, dtype, device, layout)
         if key not in self._cache:
             params = self.materialize(dtype, device)
@@ -102,9 +103,9 @@ class Session:
             buffer = io.BytesIO()
             torch.save(stepper.optimizer.state_dict(), buffer)
             order = [n.removeprefix(layout.prefix) for g in stepper.optimizer.param_groups for n in g["param_names"]]
-            self._cache[key] = (params, buffer.getvalue(), order)
-        params, data, order = self._cache[key]
-        return params, torch.load(io.BytesIO(data), weights_only=True), order
+            self._cache[key] = (params, torch.load(io.BytesIO(buffer.getvalue()), weights_only=True), order)
+        params, loaded, order = self._cache[key]
+        return params, copy.deepcopy(loaded), order
 
 
 def _load_params(params: dict, layout: Layout, names: list[str], dtype: str, device: str) -> dict:
