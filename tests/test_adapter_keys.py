@@ -118,3 +118,54 @@ def test_options_held_at_lower_precision_are_rounded_for_the_reference_only_wher
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("f32betas", None)
+
+
+def test_an_option_the_class_fixes_by_convention_is_taken_at_that_value_and_unsupported_at_another(tmp_path):
+    """A class that always decays decoupled (AdamW behind a constructor without the flag): with ``conventions`` a set
+    naming the flag at the class's value runs and passes, one asking for the other value is unsupported in one line
+    naming the convention; without the spec the first is unsupported (no such argument)."""
+    import json
+    import sys
+
+    from optbench.cli import main
+
+    (tmp_path / "always.py").write_text(
+        "import torch\n\nclass DecoupledAdam(torch.optim.AdamW):\n"
+        "    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):\n"
+        "        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)\n")
+    spec = tmp_path / "always.yaml"
+    spec.write_text("class: always.DecoupledAdam\nconventions: {decoupled_weight_decay: true}\n")
+    sys.path.insert(0, str(tmp_path))
+
+    def verdicts(candidate: str, out: str, *extra) -> dict:
+        code = main(["run", "suite=adam", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",
+                     f"candidate={candidate}", f"out_dir={tmp_path / out}", *extra])
+        rows = json.loads((tmp_path / out / "results.json").read_text())["rows"]
+        return code, {r["hparams"]: (r["status"], r["detail"]) for r in rows if r["fqn"] == ""
+                      and r["metric"] in ("parity.max_err_eps", "case.unsupported")}
+
+    try:
+        code, declared = verdicts(str(spec), "declared", "hparams=[decoupled_weight_decay,weight_decay]")
+        assert code == 0 and {h: s for h, (s, _) in declared.items()} == {"decoupled_weight_decay": "pass",
+                                                                            "weight_decay": "pass"}
+        code, other = verdicts(str(spec), "other", "options={weight_decay: 0.1, decoupled_weight_decay: false}")
+        assert other["options"][0] == "unsupported"
+        assert "its class always does decoupled_weight_decay=True (conventions)" in other["options"][1]
+        code, plain = verdicts("always.DecoupledAdam", "plain", "hparams=[decoupled_weight_decay]")
+        assert plain["decoupled_weight_decay"][0] == "unsupported"
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("always", None)
+
+
+def test_each_gives_every_argument_the_whole_value_and_reads_back_only_where_they_agree():
+    from optbench.adapters import rename
+
+    spelled = rename.parse({"t_alpha_beta3": {"each": ["t_alpha", "t_beta3"]}}, "spec")
+    assert rename.renamed(spelled, {}, {"t_alpha_beta3": 12, "lr": 0.1}, "spec") == {
+        "t_alpha": 12, "t_beta3": 12, "lr": 0.1}
+    assert rename.arguments(spelled, "t_alpha_beta3") == ["t_alpha", "t_beta3"]
+    assert rename.value_in(spelled, "t_alpha_beta3", {"t_alpha": 12, "t_beta3": 12}) == 12
+    assert rename.value_in(spelled, "t_alpha_beta3", {"t_alpha": 12, "t_beta3": 5}, missing="?") == "?"
+    assert rename.as_reference(spelled, {}, {"t_alpha": None, "t_beta3": None, "lr": 0.1}) == {
+        "t_alpha_beta3": None, "lr": 0.1}

@@ -22,9 +22,32 @@ pytest.importorskip("bitsandbytes")
     ("lamb", "LAMB", "weight_decay", {"F58", "F59"}),
     ("lamb", "LAMB", "weight_decay_coupled", {"F57", "F58"}),
     ("adagrad", "Adagrad", "weight_decay", {"F58"}),
+    ("ademamix", "AdEMAMix", "schedule", {"F58"}),
+    ("ademamix", "AdEMAMix", "weight_decay", {"F58"}),
 ])
 def test_bitsandbytes_matches_the_reference_but_for_its_declared_findings(suite, cls, hparams, findings, tmp_path):
     """Every tensor outside a declared finding is judged at full tolerance, and each declared finding still shows (an
     xpass would mean bitsandbytes fixed it: its declaration then goes). F58 shows on every set: the transformer
     workload's non-contiguous weights get their gradient replaced."""
     assert_only_declared_findings(tmp_path, suite, f"bitsandbytes.optim.{cls}", hparams, findings, steps=10)
+
+
+def test_ademamix_state_read_with_its_emas_swapped_fails(tmp_path, monkeypatch):
+    """bitsandbytes' AdEMAMix keeps both EMAs in one buffer (state1[0] fast, state1[1] slow): its decoder reading them
+    the other way round fails parity, so the passing case above judged each EMA against its own."""
+    from optbench.adapters.libraries import bitsandbytes as decoders
+    from tests.conftest import library_parity
+
+    right = decoders.ademamix
+
+    def swapped(state):
+        out = right(state)
+        if "exp_avg" in out and "exp_avg_slow" in out:
+            out["exp_avg"], out["exp_avg_slow"] = out["exp_avg_slow"], out["exp_avg"]
+        return out
+
+    monkeypatch.setattr(decoders, "ademamix", swapped)
+    code, rows = library_parity(tmp_path, "ademamix", "bitsandbytes.optim.AdEMAMix", "schedule", steps=5)
+    assert code == 1
+    case = next(r for r in rows if r["metric"] == "parity.max_err_eps" and not r["fqn"])
+    assert case["status"] == "fail" and "/exp_avg" in case["detail"]

@@ -91,6 +91,7 @@ def test_a_spec_never_hides_a_bug_and_max_failures_stops_at_the_first_failing_ca
     ("class: tests.thirdparty.other_adam.OtherAdam\nrename: {params: x}\n", "rename: params is the parameters"),
     ("class: tests.thirdparty.other_adam.OtherAdam\nrename: {beta1: 'betas[0]'}\n", "betas[0] needs fixed: betas"),
     ("class: tests.thirdparty.other_adam.OtherAdam\nrename: {eps: [a, 'b[1]']}\n", "a list spreads a sequence"),
+    ("class: tests.thirdparty.other_adam.OtherAdam\nrename: {eps: {both: [a, b]}}\n", "is {each: [argument, ...]}"),
     ("class: tests.thirdparty.other_adam.OtherAdam\ngroup_schedule: sometimes\n", "group_schedule='sometimes'"),
 ])
 def test_a_bad_spec_is_one_line_exit_2(tmp_path, capsys, text, message):

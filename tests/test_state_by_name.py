@@ -277,3 +277,21 @@ def test_a_name_aware_load_leaves_an_optimizer_that_frees_a_native_handle_in_del
     gc.collect()
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
+
+
+def test_a_stack_of_parameter_shaped_buffers_fits_its_parameter_and_no_other():
+    """bitsandbytes' AdEMAMix keeps its two EMAs as one state1 of shape (2, *p.shape): read from the saved state as a
+    stack of two, each parameter's must be (2, *its shape); another parameter's stack is refused as any misfit is."""
+    from optbench.state.validation import saved_stacks, shape_mismatch
+
+    weight, bias = torch.zeros(4, 3), torch.zeros(5)
+    states = [{"state1": torch.zeros(2, 4, 3), "step": torch.tensor(1.0)}, {"state1": torch.zeros(2, 5)}]
+    stacks = saved_stacks(states)
+    assert stacks == {"state1": 2}
+    assert shape_mismatch(states[0], weight, stacks=stacks) == ""
+    assert shape_mismatch(states[1], bias, stacks=stacks) == ""
+    assert "has shape (2, 5), not (2, 4, 3)" in shape_mismatch(states[1], weight, stacks=stacks)
+    assert "has shape (2, 4, 3)" in shape_mismatch(states[0], weight)  # without the saved state's evidence: refused
+    assert saved_stacks([{"state1": torch.zeros(2, 4, 3)}, {"state1": torch.zeros(3, 5)}]) == {}  # no one k
+    assert saved_stacks([{"state1": torch.zeros(2, 4)}, {"state1": torch.zeros(2, 4)}]) == {}  # one shape: no evidence
+    assert saved_stacks([{"exp_avg": torch.zeros(2, 4)}, {"exp_avg": torch.zeros(2, 5)}]) == {}  # parameter-shaped

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import torch
 
@@ -14,6 +14,11 @@ from optbench.hyperparameters import takes
 from .graphed import GraphedStep
 
 ParamGroups = list[dict]  # torch param groups whose "params" are (name, tensor) pairs
+
+
+class ConventionDiffers(TypeError):
+    """A hyperparameter set asks a candidate for another value of an option its class fixes by convention (a
+    candidate spec's ``conventions``): it does not take the set."""
 
 
 @lru_cache(maxsize=None)
@@ -82,9 +87,27 @@ class Implementation:
         return self.spec.renamed(options) if self.spec is not None else dict(options)
 
     def options_not_taken(self, options) -> list[str]:
-        """The reference's options (names) this implementation's constructor does not take, renames applied."""
+        """The reference's options (names) this implementation's constructor does not take, renames applied; an
+        option the candidate's class fixes by convention counts as taken (``build`` checks its value)."""
         spelled = self.spec.arguments if self.spec is not None else (lambda o: [str(o)])
-        return sorted(o for o in options if not all(takes(self.optimizer_class, a) for a in spelled(o)))
+        fixed_by_class = self.spec.conventions if self.spec is not None else {}
+        return sorted(o for o in options if o not in fixed_by_class
+                      and not all(takes(self.optimizer_class, a) for a in spelled(o)))
+
+    def _conventional(self, options: dict) -> dict:
+        """``options`` less those the candidate's class fixes by convention and its constructor does not take, each
+        equal to that convention's value (else ``ConventionDiffers``)."""
+        if self.spec is None or not self.spec.conventions:
+            return options
+        out, cls = dict(options), self.optimizer_class
+        while isinstance(cls, partial) and cls.args:  # built through a wrapper (optbench.optimizer_from_dict)
+            cls = cls.args[0]
+        for option, value in self.spec.conventions.items():
+            if option in out and not all(takes(cls, a) for a in self.spec.arguments(option)):
+                if out.pop(option) != value:
+                    raise ConventionDiffers(f"unexpected keyword argument {option!r}: its constructor takes no "
+                                            f"{option}, its class always does {option}={value!r} (conventions)")
+        return out
 
     @property
     def skipped_state(self) -> frozenset[str]:
@@ -96,8 +119,9 @@ class Implementation:
         if not self.named:  # the names stay with the harness (it pairs tensors by identity); torch records none
             groups = [{**g, "params": [p[1] if isinstance(p, tuple) else p for p in g["params"]]} for g in groups]
         if self.spec is not None:
-            groups = [self.spec.renamed(g) for g in groups]  # "params" is never renamed
-        kwargs = {**self.base_kwargs, **self.spelled(options or {}), **self.extra_kwargs, **self.flags}
+            groups = [self.spec.renamed(self._conventional(g)) for g in groups]  # "params" is never renamed
+        options = self._conventional(options or {})
+        kwargs = {**self.base_kwargs, **self.spelled(options), **self.extra_kwargs, **self.flags}
         if self.spec is not None:
             kwargs = self.spec.resolved(kwargs, groups)  # param.dtype: the parameters' own
         if "parameters_names" not in kwargs and takes(self.optimizer_class, "parameters_names", through_kwargs=False):

@@ -32,7 +32,7 @@ def _fmt(shape) -> str:
     return str(tuple(shape))
 
 
-def shape_mismatch(state: dict, param, current: dict | None = None, scalars=frozenset()) -> str:
+def shape_mismatch(state: dict, param, current: dict | None = None, scalars=frozenset(), stacks=None) -> str:
     """Why ``state`` cannot belong to ``param`` ("" if it can). Every tensor in it must have the shape the
     current optimizer would give that key, compared whole (ndim included), never "some tensor fits":
 
@@ -46,7 +46,9 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
       whose shape is the parameter's with dims dropped or kept as 1 is a factor of it (a third-party factored
       second moment: transformers' Adafactor's ``exp_avg_sq_row``, shape ``(n,)`` for ``(n, m)``), and anything
       else must have the parameter's shape; of a 0-dim parameter, a one-element vector fits such a key too (a
-      library that keeps one for every parameter: bitsandbytes' ``unorm_vec``).
+      library that keeps one for every parameter: bitsandbytes' ``unorm_vec``); a key in ``stacks`` (``saved_stacks``:
+      ``k`` parameter-shaped buffers stacked, in every parameter's saved state) exactly ``(k, *parameter's shape)``
+      (bitsandbytes' AdEMAMix keeps its two EMAs as ``state1`` of shape ``(2, *p.shape)``).
 
     Of a 0-dim parameter every 0-dim tensor fits. Non-tensor values (an int step) are not checked."""
     want = tuple(param.shape)
@@ -63,6 +65,9 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
             ok, expect = value.dim() == PER_STEP_KEYS[key], f"{PER_STEP_KEYS[key]} dim"
         elif key not in PARAMETER_SHAPED_KEYS and isinstance(ours, torch.Tensor) and ours.shape != param.shape:
             ok, expect = value.dim() == ours.dim(), f"{ours.dim()} dims, as the optimizer's own"
+        elif key not in PARAMETER_SHAPED_KEYS and ours is None and key in (stacks or {}):
+            stacked = (stacks[key], *want)
+            ok, expect = shape == stacked, f"{_fmt(stacked)}, {stacks[key]} parameter-shaped buffers stacked"
         elif key not in PARAMETER_SHAPED_KEYS and value.dim() == 0 and key in scalars and ours is None:
             ok, expect = True, ""
         elif key not in PARAMETER_SHAPED_KEYS and ours is None and 0 < value.dim() and _reduces(shape, want):
@@ -112,11 +117,29 @@ def saved_scalars(states) -> frozenset:
     return frozenset(k for k, scalar in seen.items() if scalar)
 
 
+def saved_stacks(states) -> dict[str, int]:
+    """The keys (none of torch's or optbench's optimizers uses) that hold ``k >= 2`` parameter-shaped buffers
+    stacked: in every one of ``states`` holding them a tensor of at least one dim whose first is ``k``, the same
+    ``k`` everywhere, and the rest of two or more shapes among the parameters (so the rest follows each parameter's
+    shape, as ``shape_mismatch`` then requires of each); batched stacks left out."""
+    firsts: dict[str, set] = {}
+    rests: dict[str, set] = {}
+    for state in states:
+        if isinstance(state, dict) and BATCH_NAMES not in state:
+            for key, value in flattened(state).items():
+                if isinstance(value, torch.Tensor) and key not in PARAMETER_SHAPED_KEYS:
+                    firsts.setdefault(key, set()).add(value.shape[0] if value.dim() >= 1 else None)
+                    rests.setdefault(key, set()).add(tuple(value.shape[1:]))
+    return {key: next(iter(k)) for key, k in firsts.items()
+            if len(k) == 1 and None not in k and next(iter(k)) >= 2 and len(rests[key]) >= 2}
+
+
 def _own_keys(state: dict) -> set:
     return {k for k, v in state.items() if k != BATCH_NAMES and not isinstance(v, dict)}
 
 
-def check_state(name: str, state: dict, param, current: dict | None = None, scalars=frozenset()) -> None:
+def check_state(name: str, state: dict, param, current: dict | None = None, scalars=frozenset(),
+                stacks=None) -> None:
     """Raise StateDictNameError (one line, naming ``name`` and the key) if ``state`` cannot be ``param``'s: a
     tensor of the wrong shape (``shape_mismatch``), or, where the optimizer already holds state for it, keys of
     another optimizer (the saved state has keys the optimizer's lacks and lacks keys it has). Nested state is
@@ -127,7 +150,7 @@ def check_state(name: str, state: dict, param, current: dict | None = None, scal
         if extra and lacking:
             raise StateDictNameError(f"{name}: its saved state is another optimizer's: it has {', '.join(extra)}, "
                                      f"which the optimizer's own state lacks, and lacks {', '.join(lacking)}")
-    why = shape_mismatch(state, param, current, scalars)
+    why = shape_mismatch(state, param, current, scalars, stacks)
     if why:
         raise StateDictNameError(f"{name} changed shape: {why}")
 
@@ -141,9 +164,11 @@ def refuse_foreign(optimizer, state_dict: dict, strict: bool) -> None:
 
 
 def state_checker(optimizer, saved_states) -> Callable[[str, dict, torch.Tensor], None]:
-    """``check_state`` against ``optimizer``'s own state (``per_parameter_state``) and the saved states' scalars."""
-    current, scalars = per_parameter_state(optimizer), saved_scalars(saved_states)
-    return lambda name, state, param: check_state(name, state, param, current.get(param), scalars)
+    """``check_state`` against ``optimizer``'s own state (``per_parameter_state``) and the saved states' scalars and
+    stacks."""
+    saved_states = list(saved_states)
+    current, scalars, stacks = per_parameter_state(optimizer), saved_scalars(saved_states), saved_stacks(saved_states)
+    return lambda name, state, param: check_state(name, state, param, current.get(param), scalars, stacks)
 
 
 def check_attributed(state_dict: dict) -> None:
