@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from optbench.consistency import contradicted
 from optbench.metrics import RUN_CASE_S, TIME_UNSTABLE
 from optbench.rows import (
     CASE_KEY,
@@ -227,6 +228,8 @@ def load_results(path, trust_edited: bool = False) -> tuple[dict, pd.DataFrame]:
     if data["schema_version"] >= 5 and not trust_edited and data.get("digest") != content_digest(data):
         raise ValueError(f"{path}: its content does not match the digest it was written with (edited after the "
                          "run?): --trust-edited reads it anyway")
+    if not trust_edited and (why := contradicted(rows)):
+        raise ValueError(f"{path}: its rows contradict themselves ({why}): --trust-edited reads it anyway")
     frame = normalize(pd.DataFrame(rows, columns=COLUMNS))
     unknown = sorted(set(frame["status"]) - set(STATUSES))
     if unknown:  # a status no check writes: the verdict rule could not read the row

@@ -248,7 +248,8 @@ def test_a_comparison_that_compared_nothing_never_says_ok(tmp_path, capsys):
     write(tmp_path / "b", [*timing(rounds(1.15, seed=2)), busy])
     code, out, _ = run_cli(capsys, tmp_path / "a", tmp_path / "b")
     assert code == 3 and "**NOTHING COMPARED:** no timing case could be compared" in out, out
-    write(tmp_path / "c", [*timing(rounds(seed=1)), verdict("pass")])
-    write(tmp_path / "d", [*timing(rounds(1.15, seed=2)), busy, verdict("pass")])
+    tol = row(LABELS, check="parity", metric="parity.tol_eps", value=40.0, unit="eps")  # a pass beside its tolerance
+    write(tmp_path / "c", [*timing(rounds(seed=1)), verdict("pass"), tol])
+    write(tmp_path / "d", [*timing(rounds(1.15, seed=2)), busy, verdict("pass"), tol])
     code, out, _ = run_cli(capsys, tmp_path / "c", tmp_path / "d")
     assert code == 0 and "**OK:**" in out

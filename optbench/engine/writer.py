@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 from optbench.checks.registry import counted_checks, report_sections
+from optbench.consistency import contradicted
 from optbench.engine.history import record_quietly
 from optbench.engine.interrupts import MaxFailuresReached
 from optbench.journal import JOURNAL, Journal, Record
-from optbench.results import FAILING, FINISHED, SCHEMA_VERSION, Results
-from optbench.rows import Row, bounded
+from optbench.metrics import CASE_ERROR
+from optbench.results import FAILING, FINISHED, SCHEMA_VERSION, Results, row
+from optbench.rows import CASE_KEY, Row, bounded
 
 
 class RunWriter:
@@ -50,6 +52,11 @@ class RunWriter:
         (a line bounded too)."""
         started = time.perf_counter()
         rows = [Row.from_dict(r).as_dict() for r in rows]
+        if why := contradicted(rows):  # a verdict its own figures deny: not the check's (optbench.consistency)
+            labels, check = {k: rows[0][k] for k in CASE_KEY}, rows[0]["check"]
+            rows.append(row(labels, check=check, metric=CASE_ERROR, value=1, status="error",
+                            detail=f"its rows contradict themselves: {why}"))
+            line = f"{line}\n  ERROR {check} {labels['impl']} {labels['dtype']} {labels['hparams']}: {why}"
         self.journal.case(index, rows)
         self.writing_s += time.perf_counter() - started
         self.by_case[index] = rows
