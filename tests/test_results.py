@@ -31,10 +31,11 @@ def test_an_older_schema_reads_back_with_its_findings_lifted_from_the_detail(tmp
     old = [{c: "" for c in COLUMNS if c not in ("gate", "finding")} | LABELS | r for r in (
         {"check": "deviation", "metric": "deviation.observed", "value": 1.0, "status": "xfail",
          "detail": "F07: NAdam keeps mu_product in float32. Observed: still deviates (see F07)"},
-        {"check": "parity", "metric": "parity.max_err_eps", "value": 1.0, "status": "pass", "detail": "mentions F99"})]
+        {"check": "parity", "metric": "parity.max_err_eps", "value": 1.0, "status": "pass", "detail": "mentions F99"},
+        {"check": "parity", "metric": "parity.tol_eps", "value": 40.0, "status": "info"})]
     (tmp_path / "results.json").write_text(json.dumps({"schema_version": 3, "rows": old}))
     _, rows = load_results(tmp_path / "results.json")
-    assert list(rows["finding"]) == ["F07", ""] and list(rows["gate"]) == ["", ""]
+    assert list(rows["finding"]) == ["F07", "", ""] and list(rows["gate"]) == ["", "", ""]
 
 
 def test_the_gate_that_caught_a_mutant_is_read_from_the_gate_column_not_the_detail():
