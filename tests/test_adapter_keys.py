@@ -169,3 +169,73 @@ def test_each_gives_every_argument_the_whole_value_and_reads_back_only_where_the
     assert rename.value_in(spelled, "t_alpha_beta3", {"t_alpha": 12, "t_beta3": 5}, missing="?") == "?"
     assert rename.as_reference(spelled, {}, {"t_alpha": None, "t_beta3": None, "lr": 0.1}) == {
         "t_alpha_beta3": None, "lr": 0.1}
+
+
+def test_group_options_reach_every_param_group_and_never_override_a_sets_own(tmp_path):
+    """A class that refuses a param group without its flag (pytorch-optimizer's Muon and ``use_muon``) is built with
+    the flag in every group the harness builds; a hyperparameter set's group option of that name wins."""
+    from optbench.adapters import group_options
+    from optbench.adapters.registry import CandidateSpecError
+    from optbench.adapters.spec import CandidateSpec
+
+    spec = CandidateSpec.from_mapping({"class": "torch.optim.SGD", "group_options": {"use_muon": True}}, "spec")
+    assert spec.group_options == {"use_muon": True}
+    assert group_options.carried(spec.group_options, {"params": [], "lr": 0.1}) == {
+        "use_muon": True, "params": [], "lr": 0.1}
+    assert group_options.carried(spec.group_options, {"params": [], "use_muon": False})["use_muon"] is False
+    with pytest.raises(CandidateSpecError, match="params is the parameters"):
+        CandidateSpec.from_mapping({"class": "torch.optim.SGD", "group_options": {"params": 1}}, "spec")
+
+    (tmp_path / "flagged.py").write_text(
+        "import torch\n\nclass SGD(torch.optim.SGD):\n    def __init__(self, params, lr=1e-3):\n"
+        "        params = list(params)\n"
+        "        if not all(isinstance(g, dict) and g.get('flag') is True for g in params):\n"
+        "            raise ValueError('`flag` must be set.')\n"
+        "        super().__init__(params, lr=lr)\n")
+    spec_file = tmp_path / "flagged.yaml"
+    spec_file.write_text("class: flagged.SGD\ngroup_options: {flag: true}\n")
+    import sys
+
+    from tests.conftest import run_inline
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        common = ["suite=sgd", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",
+                  "hparams=[default]", "history_dir=null"]
+        assert run_inline([*common, f"candidate={spec_file}", f"out_dir={tmp_path / 'with'}"]) == 0
+        assert run_inline([*common, "candidate=flagged.SGD", f"out_dir={tmp_path / 'without'}"]) != 0
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("flagged", None)
+
+
+def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_says_so(tmp_path):
+    """A class whose ``**kwargs`` keeps ``momentum`` in its defaults and steps without it: taken as it is, its momentum
+    set runs and fails (the option was ignored); with ``not_taken: [momentum]`` that set is unsupported, saying why."""
+    import json
+    import sys
+
+    from tests.conftest import run_inline
+
+    (tmp_path / "swallows.py").write_text(
+        "import torch\n\nclass SGD(torch.optim.SGD):\n    def __init__(self, params, lr=1e-3, **kwargs):\n"
+        "        super().__init__(params, lr=lr)\n        self.defaults.update(kwargs)\n")
+    spec = tmp_path / "swallows.yaml"
+    spec.write_text("class: swallows.SGD\nnot_taken: [momentum]\n")
+    sys.path.insert(0, str(tmp_path))
+
+    def case(candidate: str, out: str) -> dict:
+        run_inline(["suite=sgd", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",
+                    "options={lr: 0.1, momentum: 0.9}", "history_dir=null", f"candidate={candidate}",
+                    f"out_dir={tmp_path / out}"])
+        rows = json.loads((tmp_path / out / "results.json").read_text())["rows"]
+        return next(r for r in rows if r["fqn"] == "" and r["status"] != "info")
+
+    try:
+        assert case("swallows.SGD", "plain")["status"] == "fail"
+        declared = case(str(spec), "declared")
+        assert declared["status"] == "unsupported"
+        assert "it keeps momentum without acting on it (candidate spec: not_taken)" in declared["detail"]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("swallows", None)

@@ -21,6 +21,8 @@ pytest.importorskip("pytorch_optimizer")
     ("sgd", "SGDW", "momentum_weight_decay", set()),  # its default, decoupled decay
     ("lion", "Tiger", "weight_decay", set()),
     ("lion", "SignSGD", "default", set()),
+    ("muon", "Muon", "weight_decay", {"F13", "F66"}),  # use_muon in every group (group_options); F13: its bfloat16 NS
+    ("muon", "Muon", "no_nesterov", {"F13"}),  # no Nesterov interpolation: the caller's gradient left alone
 ])
 def test_pytorch_optimizer_matches_the_reference_but_for_its_declared_findings(suite, cls, hparams, findings,
                                                                               tmp_path):

@@ -23,8 +23,10 @@ from optbench.adapters import (  # noqa: F401 (each registers its key)
     dtypes,
     error_inputs,
     fixed,
+    group_options,
     group_schedule,
     held_as,
+    not_taken,
     note,
     prepare,
     rejects,
@@ -58,6 +60,8 @@ class CandidateSpec:
     rename: dict = field(default_factory=dict)  # the reference's option -> the candidate's constructor argument
     fixed: dict = field(default_factory=dict)  # constructor arguments every build gets; a hparam set's own win
     conventions: dict = field(default_factory=dict)  # the reference's options for the class's fixed conventions
+    group_options: dict = field(default_factory=dict)  # options every param group the harness builds carries
+    not_taken: tuple[str, ...] = ()  # options its **kwargs keeps without acting on them: their sets unsupported
     prepare: tuple[str, ...] = ()  # methods called, without arguments, on every optimizer built
     state_keys: dict = field(default_factory=dict)  # state: keys, the candidate's state key -> the reference's
     ignore: tuple[str, ...] = ()  # state: ignore

@@ -114,12 +114,16 @@ def exception_class(name: str) -> type:
     return cls
 
 
-def attempt(cls: type, e: ErrorInput, meta: dict | None = None,
-            options: dict | None = None) -> tuple[BaseException | None, str]:
+def attempt(cls: type, e: ErrorInput, meta: dict | None = None, options: dict | None = None,
+            group_options: dict | None = None) -> tuple[BaseException | None, str]:
     """Build (and step) ``cls`` as ``e`` says (with ``options``, ``e.options`` spelled as ``cls`` spells them),
-    its parameters carrying ``e.meta`` (else ``meta``); (what was raised or warned, or None; where)."""
+    its parameters carrying ``e.meta`` (else ``meta``), in groups carrying ``group_options`` (a candidate spec's);
+    (what was raised or warned, or None; where)."""
     expected = exception_class(e.raises)
     params, with_grad = PARAMS[e.params]()
+    if group_options and not isinstance(params, torch.Tensor):  # a bare Tensor stays the class's own error
+        params = ([{**group_options, **g} for g in params] if all(isinstance(g, dict) for g in params)
+                  else [{**group_options, "params": list(params)}])
     for p in with_grad:
         for key, value in (e.meta if e.meta is not None else meta or {}).items():
             setattr(p, key, value)
@@ -219,14 +223,17 @@ def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
     # a candidate is built as every case builds it (the reference's values of the options it names, its spec's
     # fixed), the invalid input over them: a class whose lr is required is not "rejecting" a missing lr
     base = impl.base_kwargs if impl.is_candidate else {}
-    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, {**base, **impl.spelled(e.options)})
+    grouped = impl.spec.group_options if impl.is_candidate and impl.spec is not None else None
+    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, {**base, **impl.spelled(e.options)},
+                            grouped)
     expected = exception_class(e.raises)
     if foreign and isinstance(raised, NotImplementedError) and not issubclass(expected, NotImplementedError):
         # it implements no such configuration (bitsandbytes' SGD without momentum): on the first set it builds, the
         # input is judged if still invalid there; valid there, it needed a value the class does not implement
         why = f"NotImplementedError at {where}: {str(raised).splitlines()[0] if str(raised) else ''}"
         usable = _buildable_base(impl, suite)
-        again = attempt(impl.optimizer_class, e, suite.error_param_meta, {**usable, **impl.spelled(e.options)}) \
+        again = attempt(impl.optimizer_class, e, suite.error_param_meta, {**usable, **impl.spelled(e.options)},
+                        grouped) \
             if usable is not None else (None, "")
         if again[0] is None or isinstance(again[0], NotImplementedError):
             return "unsupported", f"it does not implement this configuration: {why}", ""

@@ -53,7 +53,7 @@ def unsupported(case: Case, ctx: RunContext) -> str:
     if impl.is_candidate:
         missing = impl.options_not_taken(hset.option_names())
         if missing:
-            return f"unsupported by candidate: its constructor takes no {', '.join(missing)}"
+            return f"unsupported by candidate: {impl.not_taking(missing)}"
     workload = ctx.workload(case.suite, hset, case.dtype)
     if impl.is_candidate and (why := sparse_refused(impl.spec, workload)):
         return f"unsupported by candidate: {why}"

@@ -9,6 +9,7 @@ from functools import lru_cache, partial
 import torch
 
 from optbench.adapters.dtypes import unsupported as undeclared_dtype
+from optbench.adapters.group_options import carried
 from optbench.hyperparameters import takes
 
 from .graphed import GraphedStep
@@ -91,8 +92,17 @@ class Implementation:
         option the candidate's class fixes by convention counts as taken (``build`` checks its value)."""
         spelled = self.spec.arguments if self.spec is not None else (lambda o: [str(o)])
         fixed_by_class = self.spec.conventions if self.spec is not None else {}
-        return sorted(o for o in options if o not in fixed_by_class
+        ignored = self.spec.not_taken if self.spec is not None else ()  # kept by **kwargs, never acted on
+        return sorted(o for o in options if o in ignored or o not in fixed_by_class
                       and not all(takes(self.optimizer_class, a) for a in spelled(o)))
+
+    def not_taking(self, missing: list[str]) -> str:
+        """Why it does not take the options ``missing`` (``options_not_taken``'s), in a clause."""
+        ignored = [o for o in missing if self.spec is not None and o in self.spec.not_taken]
+        lacking = [o for o in missing if o not in ignored]
+        return "; ".join([f"its constructor takes no {', '.join(lacking)}"] * bool(lacking)
+                         + [f"it keeps {', '.join(ignored)} without acting on it (candidate spec: not_taken)"]
+                         * bool(ignored))
 
     def _conventional(self, options: dict) -> dict:
         """``options`` less those the candidate's class fixes by convention and its constructor does not take, each
@@ -119,7 +129,8 @@ class Implementation:
         if not self.named:  # the names stay with the harness (it pairs tensors by identity); torch records none
             groups = [{**g, "params": [p[1] if isinstance(p, tuple) else p for p in g["params"]]} for g in groups]
         if self.spec is not None:
-            groups = [self.spec.renamed(self._conventional(g)) for g in groups]  # "params" is never renamed
+            groups = [self.spec.renamed(self._conventional(carried(self.spec.group_options, g)))
+                      for g in groups]  # "params" is never renamed
         options = self._conventional(options or {})
         kwargs = {**self.base_kwargs, **self.spelled(options), **self.extra_kwargs, **self.flags}
         if self.spec is not None:

@@ -108,6 +108,8 @@ def candidate_meta(impl: Implementation, reference_defaults: dict) -> dict:
     spec = impl.spec
     adapter = {"rename": spec.rename, "fixed": {k: plain(v) for k, v in spec.fixed.items()},
                "conventions": {k: plain(v) for k, v in spec.conventions.items()}, "prepare": list(spec.prepare),
+               "group options": {k: plain(v) for k, v in spec.group_options.items()},
+               "not taken": list(spec.not_taken),
                "state keys": spec.state_keys, "state ignored": list(spec.ignore), "step": spec.step,
                "rejects": list(spec.rejects),
                "error inputs": "all" if spec.error_inputs is None else list(spec.error_inputs) or "none"}
