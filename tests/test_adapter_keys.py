@@ -2,6 +2,7 @@
 outside (a library's) is read like the built-in ones, and an unknown key is one line naming the allowed ones."""
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,17 @@ def documented_keys() -> set[str]:
     """The first column of docs/suites.md's "A candidate spec" table."""
     section = PAGE.split("\n## A candidate spec")[1].split("\n## ")[0]
     return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
+
+
+@pytest.fixture
+def importable(tmp_path, monkeypatch, request):
+    """``importable(name)``: ``tmp_path/<name>.py`` (written by the test) importable for the test, forgotten after."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def add(name: str) -> None:
+        request.addfinalizer(lambda: sys.modules.pop(name, None))
+
+    return add
 
 
 def test_the_docs_list_exactly_the_registered_keys():
@@ -54,7 +66,7 @@ def test_an_unknown_key_is_one_line_naming_the_allowed_ones():
     assert message == f"spec.yaml: unknown key(s) renme; allowed: {', '.join(sorted(KEYS))}"
 
 
-def test_a_float32_only_candidate_declares_its_dtypes_and_is_skipped_elsewhere_not_failed(tmp_path):
+def test_a_float32_only_candidate_declares_its_dtypes_and_is_skipped_elsewhere_not_failed(tmp_path, importable):
     """A candidate that computes in float32 only: without ``dtypes:`` its float64 case fails; with it, that case is a
     skip naming the spec, and its float32 case passes."""
     import json
@@ -68,29 +80,23 @@ def test_a_float32_only_candidate_declares_its_dtypes_and_is_skipped_elsewhere_n
         "                    p.add_(p.grad.float().mul(-group['lr']).to(p.dtype))\n")
     spec = tmp_path / "f32.yaml"
     spec.write_text("class: f32.SGD\ndtypes: [float32]\n")
-    import sys
-    sys.path.insert(0, str(tmp_path))
-    try:
-        common = ["run", "suite=sgd", "impl=[candidate]", "dtype=[float64,float32]", "checks=[parity]",
-                  "options={lr: 0.1}", "steps=3"]
-        assert main([*common, "candidate=f32.SGD", f"out_dir={tmp_path / 'plain'}"]) == 1
-        plain = json.loads((tmp_path / "plain" / "results.json").read_text())["rows"]
-        assert {(r["dtype"], r["status"]) for r in plain if r["metric"] == "parity.max_err_eps" and not r["fqn"]} == {
-            ("float64", "fail"), ("float32", "pass")}
-        assert main([*common, f"candidate={spec}", f"out_dir={tmp_path / 'declared'}"]) == 0
-        rows = json.loads((tmp_path / "declared" / "results.json").read_text())["rows"]
-        skipped = [r for r in rows if r["dtype"] == "float64" and r["status"] == "skip"]
-        assert skipped and "supports float32 only (dtypes:)" in skipped[0]["detail"]
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("f32", None)
+    importable("f32")
+    common = ["run", "suite=sgd", "impl=[candidate]", "dtype=[float64,float32]", "checks=[parity]",
+              "options={lr: 0.1}", "steps=3"]
+    assert main([*common, "candidate=f32.SGD", f"out_dir={tmp_path / 'plain'}"]) == 1
+    plain = json.loads((tmp_path / "plain" / "results.json").read_text())["rows"]
+    assert {(r["dtype"], r["status"]) for r in plain if r["metric"] == "parity.max_err_eps" and not r["fqn"]} == {
+        ("float64", "fail"), ("float32", "pass")}
+    assert main([*common, f"candidate={spec}", f"out_dir={tmp_path / 'declared'}"]) == 0
+    rows = json.loads((tmp_path / "declared" / "results.json").read_text())["rows"]
+    skipped = [r for r in rows if r["dtype"] == "float64" and r["status"] == "skip"]
+    assert skipped and "supports float32 only (dtypes:)" in skipped[0]["detail"]
 
 
-def test_options_held_at_lower_precision_are_rounded_for_the_reference_only_where_declared(tmp_path):
+def test_options_held_at_lower_precision_are_rounded_for_the_reference_only_where_declared(tmp_path, importable):
     """An Adam that keeps its betas as float32 values: at float64 its departure is rounding of the betas alone, a
     failure without ``held_as`` and a pass with ``held_as: {betas: float32}``; a real bug still fails with it."""
     import json
-    import sys
 
     from optbench.cli import main
 
@@ -102,30 +108,25 @@ def test_options_held_at_lower_precision_are_rounded_for_the_reference_only_wher
         "        super().__init__(params, eps=eps * 1e3, **kw)\n")
     for name, cls in (("held", "Adam"), ("buggy", "BuggyAdam")):
         (tmp_path / f"{name}.yaml").write_text(f"class: f32betas.{cls}\nheld_as: {{betas: float32}}\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        common = ["run", "suite=adam", "impl=[candidate]", "dtype=float64", "checks=[parity]", "hparams=first",
-                  "steps=10"]
-        for out, candidate, code in (("plain", "f32betas.Adam", 1), ("held", tmp_path / "held.yaml", 0),
-                                     ("buggy", tmp_path / "buggy.yaml", 1)):
-            assert main([*common, f"candidate={candidate}", f"out_dir={tmp_path / out}"]) == code, out
-            rows = json.loads((tmp_path / out / "results.json").read_text())["rows"]
-            assert not [r for r in rows if r["status"] == "error"], out
-            assert [r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and not r["fqn"]] == [
-                "fail" if code else "pass"], out
-        meta = json.loads((tmp_path / "held" / "results.json").read_text())["candidate"]
-        assert meta["class"] == "f32betas.Adam"
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("f32betas", None)
+    importable("f32betas")
+    common = ["run", "suite=adam", "impl=[candidate]", "dtype=float64", "checks=[parity]", "hparams=first",
+              "steps=10"]
+    for out, candidate, code in (("plain", "f32betas.Adam", 1), ("held", tmp_path / "held.yaml", 0),
+                                 ("buggy", tmp_path / "buggy.yaml", 1)):
+        assert main([*common, f"candidate={candidate}", f"out_dir={tmp_path / out}"]) == code, out
+        rows = json.loads((tmp_path / out / "results.json").read_text())["rows"]
+        assert not [r for r in rows if r["status"] == "error"], out
+        assert [r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and not r["fqn"]] == [
+            "fail" if code else "pass"], out
+    meta = json.loads((tmp_path / "held" / "results.json").read_text())["candidate"]
+    assert meta["class"] == "f32betas.Adam"
 
 
-def test_an_option_the_class_fixes_by_convention_is_taken_at_that_value_and_unsupported_at_another(tmp_path):
+def test_an_option_the_class_fixes_by_convention_is_taken_at_that_value_and_unsupported_elsewhere(tmp_path, importable):
     """A class that always decays decoupled (AdamW behind a constructor without the flag): with ``conventions`` a set
     naming the flag at the class's value runs and passes, one asking for the other value is unsupported in one line
     naming the convention; without the spec the first is unsupported (no such argument)."""
     import json
-    import sys
 
     from optbench.cli import main
 
@@ -135,7 +136,7 @@ def test_an_option_the_class_fixes_by_convention_is_taken_at_that_value_and_unsu
         "        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)\n")
     spec = tmp_path / "always.yaml"
     spec.write_text("class: always.DecoupledAdam\nconventions: {decoupled_weight_decay: true}\n")
-    sys.path.insert(0, str(tmp_path))
+    importable("always")
 
     def verdicts(candidate: str, out: str, *extra) -> dict:
         code = main(["run", "suite=adam", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",
@@ -144,18 +145,14 @@ def test_an_option_the_class_fixes_by_convention_is_taken_at_that_value_and_unsu
         return code, {r["hparams"]: (r["status"], r["detail"]) for r in rows if r["fqn"] == ""
                       and r["metric"] in ("parity.max_err_eps", "case.unsupported")}
 
-    try:
-        code, declared = verdicts(str(spec), "declared", "hparams=[decoupled_weight_decay,weight_decay]")
-        assert code == 0 and {h: s for h, (s, _) in declared.items()} == {"decoupled_weight_decay": "pass",
-                                                                            "weight_decay": "pass"}
-        code, other = verdicts(str(spec), "other", "options={weight_decay: 0.1, decoupled_weight_decay: false}")
-        assert other["options"][0] == "unsupported"
-        assert "its class always does decoupled_weight_decay=True (conventions)" in other["options"][1]
-        code, plain = verdicts("always.DecoupledAdam", "plain", "hparams=[decoupled_weight_decay]")
-        assert plain["decoupled_weight_decay"][0] == "unsupported"
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("always", None)
+    code, declared = verdicts(str(spec), "declared", "hparams=[decoupled_weight_decay,weight_decay]")
+    assert code == 0 and {h: s for h, (s, _) in declared.items()} == {"decoupled_weight_decay": "pass",
+                                                                        "weight_decay": "pass"}
+    code, other = verdicts(str(spec), "other", "options={weight_decay: 0.1, decoupled_weight_decay: false}")
+    assert other["options"][0] == "unsupported"
+    assert "its class always does decoupled_weight_decay=True (conventions)" in other["options"][1]
+    code, plain = verdicts("always.DecoupledAdam", "plain", "hparams=[decoupled_weight_decay]")
+    assert plain["decoupled_weight_decay"][0] == "unsupported"
 
 
 def test_each_gives_every_argument_the_whole_value_and_reads_back_only_where_they_agree():
@@ -171,7 +168,7 @@ def test_each_gives_every_argument_the_whole_value_and_reads_back_only_where_the
         "t_alpha_beta3": None, "lr": 0.1}
 
 
-def test_group_options_reach_every_param_group_and_never_override_a_sets_own(tmp_path):
+def test_group_options_reach_every_param_group_and_never_override_a_sets_own(tmp_path, importable):
     """A class that refuses a param group without its flag (pytorch-optimizer's Muon and ``use_muon``) is built with
     the flag in every group the harness builds; a hyperparameter set's group option of that name wins."""
     from optbench.adapters import group_options
@@ -194,26 +191,20 @@ def test_group_options_reach_every_param_group_and_never_override_a_sets_own(tmp
         "        super().__init__(params, lr=lr)\n")
     spec_file = tmp_path / "flagged.yaml"
     spec_file.write_text("class: flagged.SGD\ngroup_options: {flag: true}\n")
-    import sys
 
     from tests.conftest import run_inline
 
-    sys.path.insert(0, str(tmp_path))
-    try:
-        common = ["suite=sgd", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",
-                  "hparams=[default]", "history_dir=null"]
-        assert run_inline([*common, f"candidate={spec_file}", f"out_dir={tmp_path / 'with'}"]) == 0
-        assert run_inline([*common, "candidate=flagged.SGD", f"out_dir={tmp_path / 'without'}"]) != 0
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("flagged", None)
+    importable("flagged")
+    common = ["suite=sgd", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",
+              "hparams=[default]", "history_dir=null"]
+    assert run_inline([*common, f"candidate={spec_file}", f"out_dir={tmp_path / 'with'}"]) == 0
+    assert run_inline([*common, "candidate=flagged.SGD", f"out_dir={tmp_path / 'without'}"]) != 0
 
 
-def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_says_so(tmp_path):
+def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_says_so(tmp_path, importable):
     """A class whose ``**kwargs`` keeps ``momentum`` in its defaults and steps without it: taken as it is, its momentum
     set runs and fails (the option was ignored); with ``not_taken: [momentum]`` that set is unsupported, saying why."""
     import json
-    import sys
 
     from tests.conftest import run_inline
 
@@ -222,7 +213,7 @@ def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_
         "        super().__init__(params, lr=lr)\n        self.defaults.update(kwargs)\n")
     spec = tmp_path / "swallows.yaml"
     spec.write_text("class: swallows.SGD\nnot_taken: [momentum]\n")
-    sys.path.insert(0, str(tmp_path))
+    importable("swallows")
 
     def case(candidate: str, out: str) -> dict:
         run_inline(["suite=sgd", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",
@@ -231,11 +222,7 @@ def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_
         rows = json.loads((tmp_path / out / "results.json").read_text())["rows"]
         return next(r for r in rows if r["fqn"] == "" and r["status"] != "info")
 
-    try:
-        assert case("swallows.SGD", "plain")["status"] == "fail"
-        declared = case(str(spec), "declared")
-        assert declared["status"] == "unsupported"
-        assert "it keeps momentum without acting on it (candidate spec: not_taken)" in declared["detail"]
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("swallows", None)
+    assert case("swallows.SGD", "plain")["status"] == "fail"
+    declared = case(str(spec), "declared")
+    assert declared["status"] == "unsupported"
+    assert "it keeps momentum without acting on it (candidate spec: not_taken)" in declared["detail"]
