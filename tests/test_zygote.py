@@ -143,3 +143,18 @@ def test_a_planning_worker_that_exits_at_import_is_still_one_line(tmp_path, monk
                           "candidate=leaves.SGD", "history_dir=null"])
     with pytest.raises(UsageError, match="exited with code 7 while importing"):
         SuiteRun(cfg, tmp_path / "run", probe_machine=False).blueprint()
+
+
+def test_a_worker_killed_while_its_zygote_is_stuck_importing_ends_at_once(monkeypatch):
+    """A zygote that never gets ready (a broken or hanging import) never forks: killing the worker it owes (the pool's
+    start timeout does) ends it at once, never a wait on a fork that will not come."""
+    monkeypatch.setattr(zygote, "BOOT", "import time; time.sleep(120)")
+    monkeypatch.setattr(zygote, "_ZYGOTES", {})
+    with tempfile.TemporaryFile() as log:
+        proc = start_worker(log)
+        stuck = next(iter(zygote._ZYGOTES.values()))
+        try:
+            proc.kill()  # as kill_group does, whose wait() then returns
+            assert proc.wait(5) == -signal.SIGKILL
+        finally:
+            stuck.proc.kill()

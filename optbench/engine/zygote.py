@@ -68,9 +68,13 @@ class Forked:
         return self.returncode
 
     def kill(self) -> None:
-        """SIGKILL it and its process group (its own session), now or as soon as it is forked."""
+        """SIGKILL it and its process group (its own session), now or, if its zygote has not forked it yet (still
+        importing, or stuck there), the moment it does: it has ended either way, so ``wait`` returns."""
         self._killed = True
-        if self.returncode is not None or self.pid is None:
+        if self.pid is None:
+            self._end(-signal.SIGKILL)
+            return
+        if self.returncode is not None:
             return
         for kill in (os.killpg, os.kill):  # killpg fails only in the instant before its setsid()
             try:
