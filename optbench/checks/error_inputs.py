@@ -169,7 +169,7 @@ def not_asked(impl: Implementation, e: ErrorInput, suite: Suite) -> tuple[str, s
                                "can ask it")
     missing = impl.options_not_taken(e.options)
     if missing:
-        return "unsupported", f"unsupported by candidate: its constructor takes no {', '.join(missing)}"
+        return "unsupported", f"unsupported by candidate: {impl.not_taking(missing)}"
     return "", ""
 
 

@@ -83,8 +83,8 @@ def taken_set(impl, suite: Suite, hset: HparamSet) -> tuple[HparamSet | None, st
         return hset, ""
     taken = next((h for h in suite.hparams if not impl.options_not_taken(h.option_names())), None)
     if taken is None:
-        return None, (f"unsupported by candidate: it takes no {', '.join(missing)} (round-trip set {hset.name!r}) "
-                      "and no other set whole either")
+        return None, (f"unsupported by candidate: {impl.not_taking(missing)} (round-trip set {hset.name!r}), "
+                      "and it takes no other set whole either")
     return taken, ""
 
 
