@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_TOL_EPS
-from optbench.rows import CASE_KEY
+from optbench.rows import CASE_KEY, as_float
 
 
 def contradicted(rows: list[dict]) -> str:
@@ -23,11 +23,11 @@ def contradicted(rows: list[dict]) -> str:
         if r.get("check") == "parity" and r.get("metric") in (PARITY_MAX_ERR_EPS, PARITY_TOL_EPS):
             case = cases.setdefault(tuple(r.get(k, "") for k in CASE_KEY), {"tol": None, "verdict": None, "errs": []})
             if r["metric"] == PARITY_TOL_EPS:
-                case["tol"] = _number(r.get("value"))
+                case["tol"] = as_float(r.get("value"))
             elif not r.get("fqn"):
                 case["verdict"] = r
             else:
-                case["errs"].append((f"{r.get('fqn')}/{r.get('tensor')}", _number(r.get("value"))))
+                case["errs"].append((f"{r.get('fqn')}/{r.get('tensor')}", as_float(r.get("value"))))
     for key, case in cases.items():
         verdict = case["verdict"]
         if verdict is None or verdict.get("status") != "pass":
@@ -36,14 +36,7 @@ def contradicted(rows: list[dict]) -> str:
         tol = case["tol"]
         if tol is None or not math.isfinite(tol):
             return f"parity {name}: a pass without a finite tolerance beside it ({PARITY_TOL_EPS})"
-        for what, err in [("the case", _number(verdict.get("value"))), *case["errs"]]:
+        for what, err in [("the case", as_float(verdict.get("value"))), *case["errs"]]:
             if not (err <= tol):  # NaN too
                 return f"parity {name}: a pass, but {what} measured {err:.4g} eps over its tolerance {tol:.4g} eps"
     return ""
-
-
-def _number(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan

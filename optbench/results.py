@@ -35,6 +35,7 @@ from optbench.rows import (
     STATUSES,
     VERIFIED,
     Row,
+    as_float,
     row,
 )
 from optbench.usage import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_NOTHING_VERIFIED, EXIT_OK, UsageError
@@ -239,13 +240,6 @@ def load_results(path, trust_edited: bool = False) -> tuple[dict, pd.DataFrame]:
         frame.loc[declared, "finding"] = frame.loc[declared, "detail"].map(
             lambda d: ",".join(dict.fromkeys(re.findall(r"\bF\d{2,3}\b", d))))
     return meta, frame
-
-
-def as_float(x) -> float:
-    try:
-        return float(x)  # also takes "inf", "-inf", "nan"
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def normalize(rows: pd.DataFrame) -> pd.DataFrame:

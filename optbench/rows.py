@@ -3,6 +3,7 @@ made."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from numbers import Real
 
@@ -98,3 +99,11 @@ def row(labels: dict, *, check: str, metric: str, value: float, status: str = "i
     out.update(check=check, metric=metric, value=float(value), status=status, unit=unit, detail=detail, gate=gate,
                finding=finding, fqn=fqn, tensor=tensor, step=step)
     return out
+
+
+def as_float(x) -> float:
+    """A row's value as a float: a number, or "inf", "-inf", "nan" as text; NaN for anything else."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan

@@ -130,10 +130,16 @@ def test_workers_die_with_their_zygote_and_the_next_worker_gets_a_new_one():
 
 
 def test_a_worker_killed_before_it_is_forked_is_killed_once_it_is():
+    zygote._ZYGOTES.clear()  # a fresh zygote: still importing torch when the worker is killed
     with tempfile.TemporaryFile() as log:
         proc = start_worker(log)
-        proc.kill()  # its zygote may still be importing torch
-        assert proc.wait(120) == -signal.SIGKILL
+        proc.kill()
+        assert proc.pid is None and proc.wait(1) == -signal.SIGKILL  # it has ended: nothing waits for a fork
+        deadline = time.monotonic() + 120
+        while proc.pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert proc.pid is not None and not alive(proc.pid)  # the fork that came later was killed at once
 
 
 def test_a_planning_worker_that_exits_at_import_is_still_one_line(tmp_path, monkeypatch):

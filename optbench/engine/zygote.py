@@ -51,8 +51,8 @@ class Forked:
 
     def _started(self, pid: int) -> None:
         self.pid = pid
-        if self._killed:  # killed before its zygote got to fork it
-            self.kill()
+        if self._killed:  # killed before its zygote got to fork it: it ended then, its fork dies now
+            self._signal()
 
     def _end(self, code: int) -> None:
         if self.returncode is None:
@@ -73,9 +73,10 @@ class Forked:
         self._killed = True
         if self.pid is None:
             self._end(-signal.SIGKILL)
-            return
-        if self.returncode is not None:
-            return
+        elif self.returncode is None:
+            self._signal()
+
+    def _signal(self) -> None:
         for kill in (os.killpg, os.kill):  # killpg fails only in the instant before its setsid()
             try:
                 kill(self.pid, signal.SIGKILL)
