@@ -22,6 +22,7 @@ from optbench.numerics.one_step import update_eps
 from optbench.numerics.trajectory import as_array, kinds, objective_closure, set_gradients, snapshot
 from optbench.reference.contract import kind_of
 from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
+from optbench.state.copies import fresh_copy
 from optbench.state.formats import optimizer_from_dict
 from optbench.state.positional import positional
 from optbench.state.scenarios import IMPLEMENTATION_CHAIN, SHAPE_REFUSAL, Layout, Scenario
@@ -93,7 +94,7 @@ class Session:
         """(parameters after ``save_at`` steps, the state_dict read back with weights_only=True, its FQN order).
         Each call returns a fresh copy of what the file read back as (torch's load_state_dict keeps the loaded
         tensors when no cast is due, so two optimizers loaded from one dict would share, and step, the same state):
-        a deep copy, which keeps the storage sharing the read gave, in a fraction of a read's time."""
+        a deep copy (``fresh_copy``), which keeps the storage sharing the read gave, in a fraction of a read's time."""
         key = ("saved", impl.name, dtype, device, layout)
         if key not in self._cache:
             params = self.materialize(dtype, device)
@@ -105,7 +106,7 @@ class Session:
             order = [n.removeprefix(layout.prefix) for g in stepper.optimizer.param_groups for n in g["param_names"]]
             self._cache[key] = (params, torch.load(io.BytesIO(buffer.getvalue()), weights_only=True), order)
         params, loaded, order = self._cache[key]
-        return params, copy.deepcopy(loaded), order
+        return params, fresh_copy(loaded), order
 
 
 def _load_params(params: dict, layout: Layout, names: list[str], dtype: str, device: str) -> dict:
