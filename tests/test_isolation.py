@@ -91,6 +91,19 @@ def test_the_parent_never_imports_the_candidate_and_its_threads_never_hold_the_r
     assert meta["class"].endswith("threads_at_import.SGD"), meta  # described by the worker that planned it
 
 
+def test_a_run_with_workers_is_planned_in_one_and_its_parent_probes_nothing(tmp_path, monkeypatch, capsys):
+    """Planning probes each implementation (TorchDynamo's import, a kernel's build), which the workers do again: the
+    process that orchestrates a run with workers takes their plan instead of making its own."""
+    from optbench.implementations.adapter import Implementation
+
+    def probed_here(*_):
+        raise AssertionError("the parent probed an implementation")
+
+    monkeypatch.setattr(Implementation, "available", probed_here)  # the workers' optbench is their own
+    assert run_inline([*PLAIN_RUN[1:], "jobs=1", "hparams=[default]", f"out_dir={tmp_path}"]) == 0
+    assert "verdict: PASS" in capsys.readouterr().out
+
+
 SPAWNS = """import os, subprocess, time, torch
 
 class SGD(torch.optim.SGD):

@@ -28,10 +28,11 @@ def run(overrides: list[str] | tuple[str, ...] = (), config_dirs=(), echo=print)
     return validated(overrides, config_dirs, echo).run()
 
 
-def validated(overrides: list[str], config_dirs=(), echo=print):
+def validated(overrides: list[str], config_dirs=(), echo=print, keep_plan: bool = False):
     """The run ``overrides`` describe (a ``SuiteRun``), everything about it checked before anything is written: the
     config composed and resolved, out_dir new or empty, and a candidate imported, inspected and built in a worker
-    (a UsageError, one line, for what is wrong). ``optbench run`` checks a run so before Hydra's app starts."""
+    (a UsageError, one line, for what is wrong). ``optbench run`` checks a run so before Hydra's app starts, and
+    ``keep_plan``s the candidate's plan for the app's run."""
     from optbench.engine.out_dir import refuse_reuse
     from optbench.engine.runner import SuiteRun
 
@@ -39,7 +40,7 @@ def validated(overrides: list[str], config_dirs=(), echo=print):
     out_dir = Path(str(cfg.out_dir))
     run = SuiteRun(cfg, out_dir, echo=echo, config_dirs=config_dirs)
     if run.candidate_in_workers:  # its import, inspection and build checked in a worker, never here
-        run.blueprint()
+        run.blueprint(keep=keep_plan)
     refuse_reuse(out_dir)  # before Hydra writes its .hydra/ there
     return run
 

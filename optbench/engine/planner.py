@@ -5,9 +5,9 @@ device-scoped declarations), device, checks, steps and seed, jobs and timeouts, 
 (``optbench.settings``); then, unless ``with_candidate`` is false, the candidate, implementations and dtypes, into
 the ``RunContext`` the checks read (never the raw config). ``plan()`` asks each selected check for its cases: per
 suite, cases of one group together, checks in registry order; ``blueprint()`` is the plan as data
-(``engine.blueprint``), whose fingerprint a worker's and a resumed run's plan must match. A parent process that
-checks a candidate in workers builds its Planner ``with_candidate=False``: it never imports the code under test,
-and takes the blueprint from a worker (``engine.remote_plan``).
+(``engine.blueprint``), whose fingerprint a worker's and a resumed run's plan must match. A parent process
+whose cases run in workers takes the blueprint from a worker (``engine.remote_plan``); one that checks a candidate
+there builds its Planner ``with_candidate=False``: it never imports the code under test.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2
 STDERR_TAIL_LINES = 6
 CRASHED_PARTS = 8  # a case whose worker dies in a part it named runs again without it, this many times at most
 START_TIMEOUT_S = 300  # importing torch and building the run's plan takes seconds; a worker stuck there ends the run
+STOP_GRACE_S = 5.0  # a worker stopped at the end of a run or on an interrupt has this long to let go of its locks
 
 
 def worker_env() -> dict:
@@ -64,6 +65,27 @@ def kill_group(proc: subprocess.Popen | Forked) -> None:
         except (ProcessLookupError, PermissionError):
             proc.kill()
     proc.wait()
+
+
+def stop_groups(procs: list, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM workers and their process groups, then ``kill_group`` each, at once if it has ended, else after what is
+    left of ``grace_s``. A worker turns SIGTERM into an exception (``engine.worker``): what it holds is let go on the
+    way out, as torch's lock on a C++ extension it is building, which a SIGKILL would leave to hang the next build."""
+    for proc in procs:
+        if proc.poll() is None and proc.pid is not None:
+            for stop in (os.killpg, os.kill):  # killpg fails only in the instant before its setsid()
+                try:
+                    stop(proc.pid, signal.SIGTERM)
+                    break
+                except (ProcessLookupError, PermissionError):
+                    continue
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        kill_group(proc)  # its group too: what it started may outlive it
 
 
 class WorkerStartError(RuntimeError):
@@ -287,9 +309,10 @@ class Pool:
 
     def close(self) -> None:
         """Stop every worker (at the end, or on an interrupt: their unfinished cases stay unrecorded)."""
-        for worker in list(self.workers):  # idle or abandoned: nothing of theirs is left to wait for
+        for worker in self.workers:  # idle or abandoned: nothing of theirs is left to wait for
             worker.close()
-            worker.kill()
+        stop_groups([worker.proc for worker in self.workers])
+        for worker in self.workers:
             worker.log.unlink(missing_ok=True)
         self.workers.clear()
         try:

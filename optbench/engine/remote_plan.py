@@ -1,12 +1,13 @@
-"""A run's plan made in a worker process, so that the process orchestrating the run never runs the code under test.
+"""A run's plan made in a worker process, so that the process orchestrating the run never runs the code under test,
+nor pays for planning what its workers plan again (TorchDynamo's import, each implementation probed, a kernel built).
 
-Planning a run that checks a candidate imports the candidate's module, inspects its class (defaults, signature) and
-builds it (each implementation is probed at each dtype). ``plan_in_worker`` does that in an ``engine.worker``
-process and takes back only the plan as data (``engine.blueprint``): a candidate that exits, crashes, hangs or
-leaves threads running at import ends that process, never the run's, and is one line naming how. The worker says
-when it has started (optbench and torch imported: ``pool.START_TIMEOUT_S``) and when the run's config is resolved
-(the candidate imported, inspected and built: ``case_timeout_s``), then plans (each implementation probed, a
-kernel perhaps built: ``pool.START_TIMEOUT_S``).
+Every run with workers is planned so. Planning a run that checks a candidate imports the candidate's module,
+inspects its class (defaults, signature) and builds it (each implementation is probed at each dtype).
+``plan_in_worker`` does that in an ``engine.worker`` process and takes back only the plan as data
+(``engine.blueprint``): a candidate that exits, crashes, hangs or leaves threads running at import ends that process,
+never the run's, and is one line naming how. The worker says when it has started (optbench and torch imported:
+``pool.START_TIMEOUT_S``) and when the run's config is resolved (the candidate imported, inspected and built:
+``case_timeout_s``), then plans (each implementation probed, a kernel perhaps built: ``pool.START_TIMEOUT_S``).
 The answers of a planning worker are read as data and checked (the fingerprint against the entries); what it prints
 is its own log, cut to its last lines in the message.
 """
@@ -21,27 +22,34 @@ import tempfile
 import threading
 
 from optbench.engine.blueprint import Blueprint
-from optbench.engine.pool import START_TIMEOUT_S, STDERR_TAIL_LINES, how_it_ended, kill_group, start_worker
+from optbench.engine.pool import START_TIMEOUT_S, STDERR_TAIL_LINES, how_it_ended, start_worker, stop_groups
 from optbench.usage import UsageError
 
-_MADE: dict[str, Blueprint] = {}  # a process plans a config once (the CLI checks it before Hydra runs it)
+_KEPT: dict[str, Blueprint] = {}  # a plan kept for the next run of its config (the command's check, then its run)
 
 
-def plan_in_worker(config: dict, config_dirs: list[str], timeout_s: float) -> Blueprint:
+def plan_in_worker(config: dict, config_dirs: list[str], timeout_s: float, keep: bool = False) -> Blueprint:
     """The blueprint of the run ``config`` (resolved, as results.json records it), made in a worker process; a
-    UsageError (one line) for a candidate the worker refuses or that ends or hangs it."""
+    UsageError (one line) for a candidate the worker refuses or that ends or hangs it. ``keep``: the next call for
+    the same config takes this plan instead of making one (``optbench run`` plans a run before Hydra's app runs
+    it), once."""
     key = json.dumps([{k: v for k, v in config.items() if k != "out_dir"}, config_dirs, sys.path], sort_keys=True,
                      default=str)
-    if key not in _MADE:
-        _MADE[key] = _plan(config, config_dirs, timeout_s)
-    return _MADE[key]
+    if key in _KEPT:
+        return _KEPT.pop(key)
+    blueprint = _plan(config, config_dirs, timeout_s)
+    if keep:
+        _KEPT[key] = blueprint
+    return blueprint
 
 
 def _plan(config: dict, config_dirs: list[str], timeout_s: float) -> Blueprint:
     request = json.dumps({"op": "plan", "cfg": config, "config_dirs": config_dirs, "sys_path": list(sys.path)})
     candidate = config.get("candidate")
+    whose = f"candidate {candidate}: " if candidate else ""
     phases = {"started": (START_TIMEOUT_S, "starting"),
-              "resolved": (timeout_s, "importing and building it (case_timeout_s)"),
+              "resolved": (timeout_s, "importing and building it (case_timeout_s)" if candidate else
+                           "resolving the run's config"),
               "answer": (START_TIMEOUT_S, "planning its cases")}
     with tempfile.TemporaryFile() as log:
         proc = start_worker(log)  # killed with its group
@@ -55,28 +63,28 @@ def _plan(config: dict, config_dirs: list[str], timeout_s: float) -> Blueprint:
                 try:
                     event = events.get(timeout=limit)
                 except queue.Empty:
-                    raise UsageError(f"candidate {candidate}: the worker process planning the run ran past {limit:g} s "
+                    raise UsageError(f"{whose}the worker process planning the run ran past {limit:g} s "
                                      f"{doing} and was stopped{_tail(log)}") from None
                 if event is None:
                     proc.wait()
-                    raise UsageError(f"candidate {candidate}: the worker process planning the run "
+                    raise UsageError(f"{whose}the worker process planning the run "
                                      f"{how_it_ended(proc.returncode)} while {doing}{_tail(log)}")
                 if event["ev"] in ("planned", "refused", "failed"):
                     answer = event
                     break
         except BrokenPipeError:
             proc.wait()
-            raise UsageError(f"candidate {candidate}: the worker process planning the run "
+            raise UsageError(f"{whose}the worker process planning the run "
                              f"{how_it_ended(proc.returncode)} before reading its request{_tail(log)}") from None
         finally:  # an interrupt, a timeout, or threads it left: nothing it started outlives the planning
-            kill_group(proc)
+            stop_groups([proc])
     if answer is None:
-        raise UsageError(f"candidate {candidate}: the worker process planning the run sent no plan")
+        raise UsageError(f"{whose}the worker process planning the run sent no plan")
     if answer["ev"] == "refused":
         raise UsageError(answer["error"])
     if answer["ev"] != "planned":  # an exception the planning did not turn into a usage error (SystemExit, ...)
-        raise UsageError(f"candidate {candidate}: planning the run (importing and building it, in a worker process) "
-                         f"failed: {str(answer.get('error'))[:500]}")
+        how = "importing and building it, in a worker process" if candidate else "in a worker process"
+        raise UsageError(f"{whose}planning the run ({how}) failed: {str(answer.get('error'))[:500]}")
     try:
         return Blueprint.from_json(answer["blueprint"])
     except (KeyError, TypeError, ValueError) as exc:

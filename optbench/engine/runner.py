@@ -71,13 +71,14 @@ class SuiteRun:
         """Whether the code under test is imported in worker processes only (its plan made in one)."""
         return self.ctx is None
 
-    def blueprint(self) -> Blueprint:
-        """The plan as data: made here, or, where the candidate is imported in workers only, in a worker (under
-        ``case_timeout_s``; a candidate that exits, crashes or hangs there is a one-line UsageError). The
-        candidate's description in results.json is the blueprint's."""
+    def blueprint(self, keep: bool = False) -> Blueprint:
+        """The plan as data: made here where the cases run here (jobs=0), else in a worker (``engine.remote_plan``;
+        a candidate's import and build under ``case_timeout_s``: one that exits, crashes or hangs there is a one-line
+        UsageError); ``keep``: kept there for the next run of this config (the command's). The candidate's
+        description in results.json is the blueprint's."""
         if self._blueprint is None:
-            self._blueprint = (plan_in_worker(self.results.meta["config"], self.config_dirs, self.case_timeout_s)
-                               if self.candidate_in_workers else self.planner.blueprint())
+            self._blueprint = (plan_in_worker(self.results.meta["config"], self.config_dirs, self.case_timeout_s, keep)
+                               if self.jobs else self.planner.blueprint())
             if self._blueprint.candidate_meta is not None:
                 self.results.meta["candidate"] = self._blueprint.candidate_meta
         return self._blueprint

@@ -97,12 +97,19 @@ def _plan(request: dict, reached) -> dict:
                 "traceback": traceback.format_exc()}
 
 
+def _stopped(signum, frame) -> None:
+    """The parent stops this worker: unwind, so that what it holds is let go (``finally`` blocks run: torch's lock
+    on a C++ extension it is building)."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     from optbench.engine.descendants import adopt_orphans, die_with_parent
 
     die_with_parent(int(os.environ.get(PARENT, os.getppid())))  # a run killed with SIGKILL takes us with it
     adopt_orphans()  # what the code under test starts and abandons is ours to kill (after each case)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt stops, and kills us
+    signal.signal(signal.SIGTERM, _stopped)  # ... SIGTERM first (``pool.stop_groups``), then SIGKILL
     events = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the code under test's prints go to the log, never into the event stream
     sys.stdout = os.fdopen(1, "w", encoding="utf-8", buffering=1)
