@@ -1,0 +1,129 @@
+"""8-bit blockwise dynamic quantization (Dettmers et al., 2022, "8-bit Optimizers via Block-wise Quantization",
+arXiv:2110.02861), in float64: the format bitsandbytes' 8-bit optimizers keep their state in.
+
+A tensor is flattened and cut into blocks of ``blocksize`` consecutive elements (the last block may be short). A
+block keeps its absolute maximum ``absmax``; each element is divided by it, which puts it in [-1, 1], and is stored
+as the index (uint8) of the nearest of the 256 entries of a sorted map ``code``. Dequantizing multiplies the entry
+by the block's absmax. bitsandbytes' 8-bit optimizers use blocks of 256 elements, the signed dynamic map for the
+first moment and the unsigned one for the second; ``bitsandbytes.functional.quantize_blockwise`` defaults to 4096.
+
+At the edges: a value exactly halfway between two entries takes the lower index (bitsandbytes compares against
+the midpoints with a strict ``<``); a block whose absmax is 0 stores index 0 throughout, as bitsandbytes' kernels
+do (any entry times 0 dequantizes to 0). Inputs are assumed finite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+EXPONENT_BITS = 7  # bits after the sign bit; the run of zeros among them sets the decade
+
+
+def _float32_linspace(start: float, end: float, steps: int) -> np.ndarray:
+    """float32 points from start to end as torch.linspace spaces them: a float32 step, each point computed from its
+    nearer end and rounded once (the float64 sum is exact here, so it stands in for a fused multiply-add)."""
+    start32, end32 = np.float32(start), np.float32(end)
+    step = (end32 - start32) / np.float32(steps - 1)
+    i = np.arange(steps, dtype=np.float64)
+    from_start = np.float64(start32) + i * np.float64(step)
+    from_end = np.float64(end32) - (steps - 1 - i) * np.float64(step)
+    return np.where(i < steps // 2, from_start, from_end).astype(np.float32)
+
+
+def dynamic_map(signed: bool = True) -> np.ndarray:
+    """The 256 entries of the dynamic (tree) data type, ascending, as float64 values of float32 numbers.
+
+    A code is a sign bit (signed map only), then a run of e zero bits that selects the decade 10^-e, a 1 bit that
+    ends the run, and the bits left over, a linear fraction: with 7 bits after the sign, decade 10^-e (e = 0..6)
+    has 2^(6-e) fractions, the midpoints of 2^(6-e) equal bins of [0.1, 1], scaled by 10^-e. So precision is fine
+    near 0 (one entry, 5.5e-7, in the lowest decade) and coarse near 1 (64 entries in [0.1, 1)). The unsigned map
+    spends the sign bit on the fraction: 2^(7-e) fractions per decade. Two entries lie outside the pattern: 0 and
+    1.0. Signed: 127 negatives, 0, 127 positives and 1.0, so it is symmetric except that its negative end is
+    -0.99296875, not -1. Unsigned: 0, 254 positives and 1.0.
+
+    Rounded as bitsandbytes' ``create_dynamic_map`` builds it: float32 bin edges (``_float32_linspace``), float32
+    midpoints, a float32 product with float32(10^-e). It then equals that map bit for bit; the exact decimal values
+    differ from it by up to 2 float32 ulps.
+    """
+    magnitudes = []
+    for e in range(EXPONENT_BITS):
+        fractions = 2 ** (EXPONENT_BITS - 1 - e + (0 if signed else 1))
+        edges = _float32_linspace(0.1, 1.0, fractions + 1)
+        midpoints = (edges[:-1] + edges[1:]) / np.float32(2)
+        magnitudes.append(midpoints * np.float32(10.0 ** -e))
+    positive = np.concatenate(magnitudes).astype(np.float64)
+    negative = -positive if signed else np.empty(0)
+    return np.sort(np.concatenate([negative, positive, [0.0, 1.0]]))
+
+
+def _per_element(absmax: np.ndarray, size: int, blocksize: int) -> np.ndarray:
+    """The absmax of each element's block, for the flattened tensor of ``size`` elements."""
+    return np.repeat(np.asarray(absmax, dtype=np.float64), blocksize)[:size]
+
+
+def _normalized(x: np.ndarray, absmax: np.ndarray, blocksize: int) -> np.ndarray:
+    """x / absmax of its block, flattened; 0 where the block's absmax is 0."""
+    flat = np.asarray(x, dtype=np.float64).ravel()
+    scale = _per_element(absmax, flat.size, blocksize)
+    return np.divide(flat, scale, out=np.zeros_like(flat), where=scale != 0)
+
+
+def _boundaries(code: np.ndarray) -> np.ndarray:
+    """Decision boundaries: the midpoints between adjacent entries of the sorted map (exact in float64 for
+    float32 entries)."""
+    code = np.asarray(code, dtype=np.float64)
+    return (code[:-1] + code[1:]) / 2
+
+
+def block_absmax(x: np.ndarray, blocksize: int) -> np.ndarray:
+    """max |x| over each block of ``blocksize`` consecutive elements of the flattened x (the last may be short)."""
+    flat = np.abs(np.asarray(x, dtype=np.float64).ravel())
+    starts = np.arange(0, flat.size, blocksize)
+    return np.maximum.reduceat(flat, starts) if flat.size else np.empty(0)
+
+
+def quantize_blockwise(x: np.ndarray, code: np.ndarray, blocksize: int) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, absmax): codes (uint8, x's shape) index the entry of ``code`` nearest to x / absmax of its block,
+    the lower index on an exact tie; absmax (float64) holds one max |x| per block."""
+    absmax = block_absmax(x, blocksize)
+    normalized = _normalized(x, absmax, blocksize)
+    codes = np.searchsorted(_boundaries(code), normalized, side="left")  # boundaries strictly below the value
+    codes[_per_element(absmax, normalized.size, blocksize) == 0] = 0
+    return codes.astype(np.uint8).reshape(np.shape(x)), absmax
+
+
+def dequantize_blockwise(codes: np.ndarray, absmax: np.ndarray, code: np.ndarray, blocksize: int) -> np.ndarray:
+    """code[codes] times the absmax of each element's block, in float64, shaped as codes."""
+    entries = np.asarray(code, dtype=np.float64)[np.asarray(codes).ravel()]
+    return (entries * _per_element(absmax, entries.size, blocksize)).reshape(np.shape(codes))
+
+
+def boundary_margin(x: np.ndarray, code: np.ndarray, absmax: np.ndarray, blocksize: int) -> np.ndarray:
+    """Per element (x's shape), the distance from x / absmax of its block to the nearest decision boundary of
+    ``code``, in those normalized units; inf in a block whose absmax is 0, where every code dequantizes to 0.
+
+    A code one off the reference's is rounding, not an error, only where this margin is within the rounding of
+    the arithmetic that normalized the value."""
+    normalized = _normalized(x, absmax, blocksize)
+    boundaries = _boundaries(code)
+    above = np.searchsorted(boundaries, normalized).clip(0, boundaries.size - 1)
+    below = (above - 1).clip(0, boundaries.size - 1)
+    margin = np.minimum(np.abs(normalized - boundaries[above]), np.abs(normalized - boundaries[below]))
+    margin[_per_element(absmax, normalized.size, blocksize) == 0] = np.inf
+    return margin.reshape(np.shape(x))
+
+
+def disagreement_distance(x: np.ndarray, codes: np.ndarray, other: np.ndarray, code: np.ndarray, absmax: np.ndarray,
+                          blocksize: int) -> np.ndarray:
+    """Per element (x's shape), how far from x / absmax of its block the farthest decision boundary lies among
+    those between the entries ``codes`` and ``other`` pick; 0 where they agree.
+
+    Off by one, it is the distance to the one boundary the two codes share. Another implementation's code is
+    explained by rounding its normalized value only where this is within that rounding."""
+    normalized = _normalized(x, absmax, blocksize)
+    mine, theirs = np.asarray(codes).ravel().astype(np.int64), np.asarray(other).ravel().astype(np.int64)
+    boundaries = _boundaries(code)
+    first = np.minimum(mine, theirs).clip(0, boundaries.size - 1)
+    last = (np.maximum(mine, theirs) - 1).clip(0, boundaries.size - 1)
+    distance = np.maximum(np.abs(normalized - boundaries[first]), np.abs(normalized - boundaries[last]))
+    return np.where(mine == theirs, 0.0, distance).reshape(np.shape(x))
