@@ -235,3 +235,23 @@ def test_wrong_variants_disagree_with_bitsandbytes_far_beyond_its_rounding(mutan
     unexplained = np.count_nonzero(disagreement_distance(x, codes.reshape(x.shape), theirs, wrong_map, absmax,
                                                          blocksize) > LUT_ROUNDING)
     assert unexplained > max(10 * tolerated, 0.1 * x.size), (mutant.__name__, unexplained, tolerated)
+
+
+def test_f67_bitsandbytes_cpu_stores_zero_as_a_nonzero_code_and_an_8bit_adam_moves_what_has_no_gradient():
+    """F67 (docs/findings.md), while it shows: an exact 0 beside a non-zero value quantizes to code 131, not to the
+    map's 0 (code 127) that the reference picks; Adam8bit then moves coordinates whose gradient is always 0. When
+    bitsandbytes fixes it, this fails: the finding and this test go."""
+    bnb = pytest.importorskip("bitsandbytes")
+    import torch
+
+    F = bnb.functional
+    theirs, _ = F.quantize_blockwise(torch.tensor([0.0, 1.0]), code=F.create_dynamic_map(signed=True), blocksize=256)
+    mine, _ = quantize_blockwise(np.array([0.0, 1.0]), dynamic_map(signed=True), 256)
+    assert mine.tolist() == [127, 255] and theirs.tolist() == [131, 255]
+    torch.manual_seed(0)
+    p = torch.nn.Parameter(torch.randn(64, 128))  # past min_8bit_size (4096): 8-bit state
+    start, opt = p.detach().clone(), bnb.optim.Adam8bit([p], lr=1e-3)
+    for _ in range(5):
+        p.grad = torch.cat([torch.zeros(64, 8), torch.randn(64, 120)], dim=1)
+        opt.step()
+    assert (p.detach() - start)[:, :8].abs().max() > 0
