@@ -73,12 +73,7 @@ def stop_groups(procs: list, grace_s: float = STOP_GRACE_S) -> None:
     way out, as torch's lock on a C++ extension it is building, which a SIGKILL would leave to hang the next build."""
     for proc in procs:
         if proc.poll() is None and proc.pid is not None:
-            for stop in (os.killpg, os.kill):  # killpg fails only in the instant before its setsid()
-                try:
-                    stop(proc.pid, signal.SIGTERM)
-                    break
-                except (ProcessLookupError, PermissionError):
-                    continue
+            zygote.signal_group(proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     for proc in procs:
         try:

@@ -77,12 +77,18 @@ class Forked:
             self._signal()
 
     def _signal(self) -> None:
-        for kill in (os.killpg, os.kill):  # killpg fails only in the instant before its setsid()
-            try:
-                kill(self.pid, signal.SIGKILL)
-                return
-            except (ProcessLookupError, PermissionError):
-                continue
+        signal_group(self.pid, signal.SIGKILL)
+
+
+def signal_group(pid: int, signum: int) -> None:
+    """Send ``signum`` to the process group a forked worker leads (its own session), else, in the instant before its
+    ``setsid()``, to the process alone."""
+    for send in (os.killpg, os.kill):
+        try:
+            send(pid, signum)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
 class Zygote:
