@@ -295,3 +295,29 @@ def test_a_stack_of_parameter_shaped_buffers_fits_its_parameter_and_no_other():
     assert saved_stacks([{"state1": torch.zeros(2, 4, 3)}, {"state1": torch.zeros(3, 5)}]) == {}  # no one k
     assert saved_stacks([{"state1": torch.zeros(2, 4)}, {"state1": torch.zeros(2, 4)}]) == {}  # one shape: no evidence
     assert saved_stacks([{"exp_avg": torch.zeros(2, 4)}, {"exp_avg": torch.zeros(2, 5)}]) == {}  # parameter-shaped
+
+
+def test_bitsandbytes_8bit_state_fits_by_its_maps_and_block_scales_and_another_parameters_does_not():
+    """bitsandbytes' 8-bit state nests, beside uint8 codes of the parameter's shape, quantization maps of 256 entries
+    for every parameter and one absmax per block of 256 elements: each is held to that, so a parameter's state fits
+    it, and state saved for a parameter of another size is refused (its block scales, or its codes, misfit)."""
+    from optbench.state.validation import shape_mismatch
+
+    def quantized(shape) -> dict:
+        blocks = -(-torch.Size(shape).numel() // 256)
+        return {"step": 3, "__bnb_optimizer_quant_state__": {
+            "state1": torch.zeros(shape, dtype=torch.uint8), "qmap1": torch.zeros(256), "absmax1": torch.zeros(blocks),
+            "state2": torch.zeros(shape, dtype=torch.uint8), "qmap2": torch.zeros(256), "absmax2": torch.zeros(blocks)}}
+
+    def mismatch(state: dict, param) -> str:
+        from optbench.state.validation import flattened
+
+        return shape_mismatch(flattened(state), param)
+
+    wide, tall, odd = torch.zeros(128, 64), torch.zeros(64, 128), torch.zeros(70, 70)
+    assert mismatch(quantized((128, 64)), wide) == "" and mismatch(quantized((70, 70)), odd) == ""  # 20 blocks: 4900
+    assert "state1 has shape (128, 64)" in mismatch(quantized((128, 64)), tall)  # the codes: another shape
+    assert "absmax1 has shape (32,), not (20,), one scale per block of 256" in mismatch(
+        {"__bnb_optimizer_quant_state__": {"absmax1": torch.zeros(32)}}, odd)  # another parameter's scales
+    assert "qmap2 has shape (16,), not (256,), a quantization map" in mismatch(
+        {"__bnb_optimizer_quant_state__": {"qmap2": torch.zeros(16)}}, wide)

@@ -24,6 +24,12 @@ PER_STEP_KEYS = {"scale_grads": 1}
 PARAMETER_SHAPED_KEYS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_inf", "momentum_buffer", "sum",
                                    "square_avg", "acc_delta", "grad_avg", "ax", "prev", "step_size", "delta",
                                    "variance"})
+# bitsandbytes' 8-bit blockwise state, nested under its __bnb_optimizer_quant_state__ key: besides the uint8 codes
+# (parameter-shaped), the quantization maps, (256,) for every parameter, and one absmax per block of 256 elements
+# (its optimizers' block size; docs/quantization.md).
+BNB_QUANT = "__bnb_optimizer_quant_state__."
+QUANTIZATION_MAP_KEYS = {BNB_QUANT + "qmap1": (256,), BNB_QUANT + "qmap2": (256,)}
+BLOCK_SCALE_KEYS = {BNB_QUANT + "absmax1": 256, BNB_QUANT + "absmax2": 256}
 NEWER_GROUP_FLAGS = frozenset(FLAGS_NEWER_THAN_OLD_CHECKPOINTS)  # a checkpoint from an older torch lacks these
 _GROUP_IDS = ("params", "param_names")
 
@@ -48,7 +54,9 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
       else must have the parameter's shape; of a 0-dim parameter, a one-element vector fits such a key too (a
       library that keeps one for every parameter: bitsandbytes' ``unorm_vec``); a key in ``stacks`` (``saved_stacks``:
       ``k`` parameter-shaped buffers stacked, in every parameter's saved state) exactly ``(k, *parameter's shape)``
-      (bitsandbytes' AdEMAMix keeps its two EMAs as ``state1`` of shape ``(2, *p.shape)``).
+      (bitsandbytes' AdEMAMix keeps its two EMAs as ``state1`` of shape ``(2, *p.shape)``);
+    * bitsandbytes' 8-bit quantization maps (``QUANTIZATION_MAP_KEYS``) their map's shape, and its block scales
+      (``BLOCK_SCALE_KEYS``) one element per block of the parameter.
 
     Of a 0-dim parameter every 0-dim tensor fits. Non-tensor values (an int step) are not checked."""
     want = tuple(param.shape)
@@ -61,6 +69,11 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
         elif key in FACTORED_KEYS:
             factored = FACTORED_KEYS[key](want) if param.dim() >= 2 else None
             ok, expect = shape == factored, _fmt(factored) if factored else "none (the parameter has fewer than 2 dims)"
+        elif key in QUANTIZATION_MAP_KEYS:
+            ok, expect = shape == QUANTIZATION_MAP_KEYS[key], f"{_fmt(QUANTIZATION_MAP_KEYS[key])}, a quantization map"
+        elif key in BLOCK_SCALE_KEYS:
+            blocks = (-(-param.numel() // BLOCK_SCALE_KEYS[key]),)
+            ok, expect = shape == blocks, f"{_fmt(blocks)}, one scale per block of {BLOCK_SCALE_KEYS[key]} elements"
         elif key in PER_STEP_KEYS:
             ok, expect = value.dim() == PER_STEP_KEYS[key], f"{PER_STEP_KEYS[key]} dim"
         elif key not in PARAMETER_SHAPED_KEYS and isinstance(ours, torch.Tensor) and ours.shape != param.shape:
