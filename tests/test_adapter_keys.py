@@ -184,11 +184,12 @@ def test_group_options_reach_every_param_group_and_never_override_a_sets_own(tmp
         CandidateSpec.from_mapping({"class": "torch.optim.SGD", "group_options": {"params": 1}}, "spec")
 
     (tmp_path / "flagged.py").write_text(
-        "import torch\n\nclass SGD(torch.optim.SGD):\n    def __init__(self, params, lr=1e-3):\n"
-        "        params = list(params)\n"
-        "        if not all(isinstance(g, dict) and g.get('flag') is True for g in params):\n"
-        "            raise ValueError('`flag` must be set.')\n"
-        "        super().__init__(params, lr=lr)\n")
+        "import torch\n\nclass SGD(torch.optim.SGD):\n    def __init__(self, params, lr=1e-3, **kwargs):\n"
+        "        if not isinstance(params, torch.Tensor):  # torch's own error for a bare Tensor\n"
+        "            params = list(params)\n"
+        "            if not all(isinstance(g, dict) and g.get('flag') is True for g in params):\n"
+        "                raise ValueError('`flag` must be set.')\n"
+        "        super().__init__(params, lr=lr, **kwargs)\n")
     spec_file = tmp_path / "flagged.yaml"
     spec_file.write_text("class: flagged.SGD\ngroup_options: {flag: true}\n")
 
@@ -199,6 +200,9 @@ def test_group_options_reach_every_param_group_and_never_override_a_sets_own(tmp
               "hparams=[default]", "history_dir=null"]
     assert run_inline([*common, f"candidate={spec_file}", f"out_dir={tmp_path / 'with'}"]) == 0
     assert run_inline([*common, "candidate=flagged.SGD", f"out_dir={tmp_path / 'without'}"]) != 0
+    # its error inputs are built with the flag too: each is refused in the class's own words, not for a missing flag
+    errors = [*common[:3], "checks=[errors]", "history_dir=null", f"candidate={spec_file}"]
+    assert run_inline([*errors, f"out_dir={tmp_path / 'errors'}"]) == 0
 
 
 def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_says_so(tmp_path, importable):

@@ -29,6 +29,7 @@ import warnings
 
 import torch
 
+from optbench.adapters.group_options import carried
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import declared_status
 from optbench.checks.registry import register_check
@@ -122,8 +123,8 @@ def attempt(cls: type, e: ErrorInput, meta: dict | None = None, options: dict | 
     expected = exception_class(e.raises)
     params, with_grad = PARAMS[e.params]()
     if group_options and not isinstance(params, torch.Tensor):  # a bare Tensor stays the class's own error
-        params = ([{**group_options, **g} for g in params] if all(isinstance(g, dict) for g in params)
-                  else [{**group_options, "params": list(params)}])
+        params = ([carried(group_options, g) for g in params] if all(isinstance(g, dict) for g in params)
+                  else [carried(group_options, {"params": list(params)})])
     for p in with_grad:
         for key, value in (e.meta if e.meta is not None else meta or {}).items():
             setattr(p, key, value)
