@@ -79,6 +79,29 @@ def test_a_forked_worker_has_its_own_session_streams_and_the_environment_asked_f
         assert log.read().decode().split() == ["True", "forked", str(tmp_path), "True"]
 
 
+def test_with_a_cuda_build_each_worker_is_a_fresh_interpreter_not_a_fork(tmp_path, monkeypatch):
+    """CUDA cannot be used in a fork of a process that initialised it: a zygote whose torch is a CUDA build execs a
+    new interpreter for each worker (same session, streams, directory and environment), so nothing of its own state
+    (here a mark on ``torch.version``; on a GPU machine CUDA initialised at import) reaches the worker."""
+    monkeypatch.setattr(zygote, "BOOT", "import torch; torch.version.cuda = '13.0'; " + zygote.BOOT)
+    monkeypatch.setattr(zygote, "_ZYGOTES", {})
+    monkeypatch.setenv("OPTBENCH_TEST_MARK", "fresh")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "says.py").write_text(
+        "import os, sys, torch\n"
+        "print(os.getsid(0) == os.getpid(), os.environ['OPTBENCH_TEST_MARK'], os.getcwd(), torch.version.cuda,\n"
+        "      open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1].decode(), file=sys.stderr)\n")
+    with tempfile.TemporaryFile() as log:
+        proc = start_worker(log)
+        assert isinstance(proc, zygote.Forked)
+        said = answer(proc, {"op": "plan", "cfg": config("says.SGD"), "config_dirs": [],
+                             "sys_path": [str(tmp_path), *sys.path]})
+        assert proc.wait(60) == 0
+        assert "SGD" in said.get("error", "")  # the module has no SGD: refused after it ran
+        log.seek(0)
+        assert log.read().decode().split() == ["True", "fresh", str(tmp_path), "None", "-c"]
+
+
 def test_exit_codes_are_popens_and_a_killed_worker_takes_its_group(tmp_path):
     with tempfile.TemporaryFile() as log:
         proc = start_worker(log)

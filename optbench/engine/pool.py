@@ -25,16 +25,12 @@ from pathlib import Path
 
 from optbench.engine import zygote
 from optbench.engine.units import Unit
-from optbench.engine.worker import PARENT
+from optbench.engine.worker import BOOT, PARENT
 from optbench.engine.zygote import Forked
 from optbench.metrics import CASE_ERROR
 from optbench.results import row
 from optbench.rows import bounded
 
-# A worker imports the optbench this process runs, its folder first on sys.path: ``python -m`` would put the working
-# directory first, and a folder named optbench there (a clone of the repository) would shadow it in part.
-BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
-        "from optbench.engine.worker import main; main()")
 STDERR_TAIL_LINES = 6
 CRASHED_PARTS = 8  # a case whose worker dies in a part it named runs again without it, this many times at most
 START_TIMEOUT_S = 300  # importing torch and building the run's plan takes seconds; a worker stuck there ends the run

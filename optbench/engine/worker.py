@@ -24,11 +24,17 @@ import os
 import signal
 import sys
 import traceback
+from pathlib import Path
 
 from optbench.engine.descendants import kill_strays
 from optbench.journal import dumps
 
 PARENT = "OPTBENCH_PARENT_PID"  # the process that started this worker: when it dies, so does the worker
+# A worker started with ``python -c BOOT`` imports the optbench this process runs, its folder first on sys.path:
+# ``python -m`` would put the working directory first, and a folder named optbench there (a clone of the
+# repository) would shadow it in part.
+BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
+        "from optbench.engine.worker import main; main()")
 
 
 def _send(out, event: dict) -> None:

@@ -12,7 +12,8 @@ passed (over a Unix socket), this environment, killed when its parent (the zygot
 the process that started it dies. ``spawn`` returns a handle with ``subprocess.Popen``'s surface the pool uses
 (``pid``, ``stdin``, ``stdout``, ``poll``, ``wait``, ``kill``, ``returncode``, negative for a signal): the zygote
 reaps its children and reports how each ended. Where there is no ``fork`` or ``socket.send_fds``, or the zygote
-cannot start, a worker starts as before, with ``python -c``.
+cannot start, a worker starts as before, with ``python -c``. With a CUDA build of torch each worker execs a new
+interpreter instead of running in the fork (``_child``): CUDA does not survive a fork of a process that initialised it.
 """
 
 from __future__ import annotations
@@ -195,7 +196,10 @@ def serve(fd: int) -> None:
     die_with_parent(int(os.environ.get(PARENT, os.getppid())))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
-    for name in PRELOAD:
+    import torch
+
+    fresh = torch.version.cuda is not None  # see ``_child``: then nothing more is preloaded
+    for name in () if fresh else PRELOAD:
         importlib.import_module(name)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -220,7 +224,7 @@ def serve(fd: int) -> None:
                 continue
             pid = os.fork()
             if pid == 0:
-                _child(json.loads(message), fds, closing=(fd, wake_r, wake_w))
+                _child(json.loads(message), fds, closing=(fd, wake_r, wake_w), fresh=fresh)
             for received in fds:
                 os.close(received)
             children.add(pid)
@@ -235,9 +239,12 @@ def _send(sock: socket.socket, event: dict) -> None:
         pass  # its parent is gone: what it forked dies with it
 
 
-def _child(request: dict, fds: list[int], closing: tuple) -> None:
+def _child(request: dict, fds: list[int], closing: tuple, fresh: bool = False) -> None:
     """In the forked worker: its own session and streams, the requested directory and environment, then the worker's
-    main; never returns."""
+    main; never returns. ``fresh`` (a CUDA build of torch): the worker's main in a new interpreter (``exec``), not in
+    this forked image. CUDA cannot be used in a fork of a process that initialised it, and with a CUDA build the
+    zygote cannot tell whether an import did (torch refuses CUDA in every such fork; another library's call into
+    the driver breaks it silently): such a worker keeps the zygote's session and reaping, not its preload."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
@@ -254,6 +261,10 @@ def _child(request: dict, fds: list[int], closing: tuple) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"], **{PARENT: str(os.getppid())})  # it dies with the zygote
+        if fresh:
+            from optbench.engine.worker import BOOT
+
+            os.execv(sys.executable, [sys.executable, "-c", BOOT])
         from optbench.engine.worker import main
 
         main()

@@ -3,7 +3,8 @@
 torch's recipe (the CUDA graphs notes, "whole network capture"; its graphed-optimizer tests): run a
 few steps eagerly on a side stream (warm-up; the optimizer creates its state there), capture
 ``step()`` once with ``torch.cuda.graph`` while every ``.grad`` is a static tensor, then for each
-later step copy the new gradients into those tensors and replay the graph. The optimizer is built
+later step copy the new gradients into those tensors and replay the graph (the caller's ``.grad`` tensors are
+put back after it: a step must not replace them). The optimizer is built
 with ``capturable=True`` (step counters on the device), except SGD, whose step keeps nothing on the
 host.
 
@@ -73,12 +74,21 @@ class GraphedStep:
         if self.eager_steps < self.warmup or new or not with_grad:  # (no gradient at all: nothing to capture)
             self._eager(with_grad)
             return None
+        callers = [p.grad for p in with_grad]
         for p in with_grad:  # this step's gradients into the tensors the graphs read
             static = self.static.get(id(p))
             if static is None:
                 static = self.static[id(p)] = torch.empty_like(p.grad)
             static.copy_(p.grad)
             p.grad = static
+        try:
+            self._replay(params)
+        finally:  # the caller's gradient tensors back: a graph reads the static ones whatever .grad holds
+            for p, grad in zip(with_grad, callers):
+                p.grad = grad
+        return None
+
+    def _replay(self, params: list[torch.Tensor]) -> None:
         key = self._key(params)
         graph = self.graphs.get(key)
         if graph is None:
@@ -89,4 +99,3 @@ class GraphedStep:
                 self.optimizer.step()
             self.graphs[key] = graph
         graph.replay()
-        return None
