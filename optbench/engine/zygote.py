@@ -198,7 +198,8 @@ def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     import torch
 
-    fresh = torch.version.cuda is not None  # see ``_child``: then nothing more is preloaded
+    # a CUDA (or ROCm) build: see ``_child``; then nothing more is preloaded
+    fresh = torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
     for name in () if fresh else PRELOAD:
         importlib.import_module(name)
     wake_r, wake_w = os.pipe()
@@ -241,10 +242,11 @@ def _send(sock: socket.socket, event: dict) -> None:
 
 def _child(request: dict, fds: list[int], closing: tuple, fresh: bool = False) -> None:
     """In the forked worker: its own session and streams, the requested directory and environment, then the worker's
-    main; never returns. ``fresh`` (a CUDA build of torch): the worker's main in a new interpreter (``exec``), not in
-    this forked image. CUDA cannot be used in a fork of a process that initialised it, and with a CUDA build the
-    zygote cannot tell whether an import did (torch refuses CUDA in every such fork; another library's call into
-    the driver breaks it silently): such a worker keeps the zygote's session and reaping, not its preload."""
+    main; never returns. ``fresh`` (a CUDA or ROCm build of torch): the worker's main in a new interpreter
+    (``exec``), not in this forked image. CUDA cannot be used in a fork of a process that initialised it, and with
+    such a build the zygote cannot tell whether an import did (on an H200 its forks were refused CUDA although
+    ``torch.cuda.is_initialized()`` was False after each import): such a worker keeps the zygote's session and
+    reaping, not its preload."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
