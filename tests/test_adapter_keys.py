@@ -205,6 +205,50 @@ def test_group_options_reach_every_param_group_and_never_override_a_sets_own(tmp
     assert run_inline([*errors, f"out_dir={tmp_path / 'errors'}"]) == 0
 
 
+def test_group_hparams_go_into_every_param_group_and_never_to_the_constructor(tmp_path, importable):
+    """A class that steps by each group's lr while its constructor's lr belongs to another side (pytorch-optimizer's
+    Muon for its AdamW groups): with ``group_hparams: [lr]`` the reference's default and the set's lr go into every
+    group (a group's own wins) and parity passes, error inputs included; without it the set's lr reaches the unused
+    constructor argument and parity fails."""
+    import json
+
+    from optbench.adapters import group_hparams
+    from optbench.adapters.registry import CandidateSpecError
+    from optbench.adapters.spec import CandidateSpec
+    from tests.conftest import run_inline
+
+    assert group_hparams.into_groups(("lr",), {"lr": 0.1, "momentum": 0.9}, [{"params": []}, {"params": [], "lr": 1}]) \
+        == ({"momentum": 0.9}, [{"lr": 0.1, "params": []}, {"lr": 1, "params": []}])
+    with pytest.raises(CandidateSpecError, match="group_hparams"):
+        CandidateSpec.from_mapping({"class": "torch.optim.SGD", "group_hparams": ["params"]}, "spec")
+    (tmp_path / "sided.py").write_text(
+        "import torch\n\nclass SGD(torch.optim.SGD):\n"
+        "    def __init__(self, params, lr=0.5, group_lr=0.25, **kwargs):\n"
+        "        params = list(params)\n"
+        "        dicts = all(isinstance(g, dict) for g in params)\n"
+        "        groups = [dict(g) for g in params] if dicts else [{'params': params}]\n"
+        "        for g in groups:\n"
+        "            g.setdefault('lr', group_lr)\n"
+        "            if g['lr'] < 0:\n"
+        "                raise ValueError(f\"Invalid learning rate: {g['lr']}\")\n"
+        "        super().__init__(groups, lr=0.5, **kwargs)  # its own lr is the other side's\n")
+    spec = tmp_path / "sided.yaml"
+    spec.write_text("class: sided.SGD\ngroup_hparams: [lr]\nnot_taken: [group_lr]\n")
+    importable("sided")
+    common = ["suite=sgd", "impl=[candidate]", "dtype=float32", "steps=3", "history_dir=null",
+              "hparams=[default,lr,momentum_dampening_maximize_groups]"]
+    assert run_inline([*common, "checks=[parity]", f"candidate={spec}", f"out_dir={tmp_path / 'with'}"]) == 0
+    assert run_inline([*common, "checks=[parity]", "candidate=sided.SGD", f"out_dir={tmp_path / 'without'}"]) != 0
+    # a negative lr, refused from its group; left to the constructor it is accepted (the other side's, unused)
+    for name, keys, expected in (("routed", "group_hparams: [lr]\n", "pass"), ("unrouted", "", "fail")):
+        (tmp_path / f"{name}.yaml").write_text(f"class: sided.SGD\n{keys}")
+        run_inline(["suite=sgd", "impl=[candidate]", "checks=[errors]", "history_dir=null",
+                    f"candidate={tmp_path / name}.yaml", f"out_dir={tmp_path / name}"])
+        rows = json.loads((tmp_path / name / "results.json").read_text())["rows"]
+        assert [r["status"] for r in rows if r["hparams"] == "a negative learning rate" and r["status"] != "info"
+                and r["impl"].startswith("candidate")] == [expected]
+
+
 def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_says_so(tmp_path, importable):
     """A class whose ``**kwargs`` keeps ``momentum`` in its defaults and steps without it: taken as it is, its momentum
     set runs and fails (the option was ignored); with ``not_taken: [momentum]`` that set is unsupported, saying why."""

@@ -23,6 +23,7 @@ from optbench.adapters import (  # noqa: F401 (each registers its key)
     dtypes,
     error_inputs,
     fixed,
+    group_hparams,
     group_options,
     group_schedule,
     held_as,

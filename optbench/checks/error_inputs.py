@@ -29,6 +29,7 @@ import warnings
 
 import torch
 
+from optbench.adapters import group_hparams
 from optbench.adapters.group_options import carried
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import declared_status
@@ -214,6 +215,14 @@ def _buildable_base(impl: Implementation, suite: Suite) -> dict | None:
     return {**impl.base_kwargs, **impl.spelled(usable.options)} if usable is not None else None
 
 
+def _routed(names: tuple[str, ...], options: dict, grouped: dict | None) -> tuple[dict, dict | None]:
+    """The constructor's options and the groups' (a spec's ``group_hparams`` go to the groups, as every build does)."""
+    if not names:
+        return options, grouped
+    options, (moved,) = group_hparams.into_groups(names, options, [{}])
+    return options, {**(grouped or {}), **moved} or grouped
+
+
 def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
     """(status, detail, finding) of ``case``'s implementation given the invalid input ``e``."""
     impl, suite = case.impl, case.suite
@@ -225,16 +234,17 @@ def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
     # fixed), the invalid input over them: a class whose lr is required is not "rejecting" a missing lr
     base = impl.base_kwargs if impl.is_candidate else {}
     grouped = impl.spec.group_options if impl.is_candidate and impl.spec is not None else None
-    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, {**base, **impl.spelled(e.options)},
-                            grouped)
+    names = group_hparams.names_of(impl.spec) if impl.is_candidate else ()
+    options, grouped = _routed(names, {**base, **impl.spelled(e.options)}, grouped)
+    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, options, grouped)
     expected = exception_class(e.raises)
     if foreign and isinstance(raised, NotImplementedError) and not issubclass(expected, NotImplementedError):
         # it implements no such configuration (bitsandbytes' SGD without momentum): on the first set it builds, the
         # input is judged if still invalid there; valid there, it needed a value the class does not implement
         why = f"NotImplementedError at {where}: {str(raised).splitlines()[0] if str(raised) else ''}"
         usable = _buildable_base(impl, suite)
-        again = attempt(impl.optimizer_class, e, suite.error_param_meta, {**usable, **impl.spelled(e.options)},
-                        grouped) \
+        again = attempt(impl.optimizer_class, e, suite.error_param_meta,
+                        *_routed(names, {**usable, **impl.spelled(e.options)}, impl.spec.group_options)) \
             if usable is not None else (None, "")
         if again[0] is None or isinstance(again[0], NotImplementedError):
             return "unsupported", f"it does not implement this configuration: {why}", ""

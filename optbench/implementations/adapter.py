@@ -8,6 +8,7 @@ from functools import lru_cache, partial
 
 import torch
 
+from optbench.adapters import group_hparams
 from optbench.adapters.dtypes import unsupported as undeclared_dtype
 from optbench.adapters.group_options import carried
 from optbench.hyperparameters import takes
@@ -133,6 +134,7 @@ class Implementation:
                       for g in groups]  # "params" is never renamed
         options = self._conventional(options or {})
         kwargs = {**self.base_kwargs, **self.spelled(options), **self.extra_kwargs, **self.flags}
+        kwargs, groups = group_hparams.into_groups(group_hparams.names_of(self.spec), kwargs, groups)
         if self.spec is not None:
             kwargs = self.spec.resolved(kwargs, groups)  # param.dtype: the parameters' own
         if "parameters_names" not in kwargs and takes(self.optimizer_class, "parameters_names", through_kwargs=False):

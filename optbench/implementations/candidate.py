@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from optbench.adapters import group_hparams
 from optbench.adapters.spec import CandidateSpec
 from optbench.dotted import CandidateError, import_dotted
 from optbench.hyperparameters import constructor_defaults, takes
@@ -30,7 +31,9 @@ def candidate_implementation(spec: CandidateSpec, reference_defaults: dict,
     (candidate_kwargs) over all of them."""
     cls = load_optimizer_class(spec.cls)
     spec.decoder()  # a decoder that cannot be imported is the user's to fix before anything runs
-    base = {k: v for k, v in spec.renamed(reference_defaults).items() if takes(cls, k, through_kwargs=False)}
+    grouped = group_hparams.names_of(spec)  # read from the groups: the reference's defaults go there (build)
+    base = {k: v for k, v in spec.renamed(reference_defaults).items()
+            if k in grouped or takes(cls, k, through_kwargs=False)}
     # named by its dotted path: two classes of one name (a.Lion, b.Lion) never share a label in results
     return Implementation(f"candidate:{spec.cls}", cls, is_candidate=True,
                           extra_kwargs=dict(kwargs or {}), base_kwargs={**base, **spec.fixed}, spec=spec)
