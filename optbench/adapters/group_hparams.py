@@ -25,7 +25,10 @@ def names_of(spec) -> tuple[str, ...]:
 
 
 def into_groups(names: tuple[str, ...], kwargs: dict, groups: list[dict]) -> tuple[dict, list[dict]]:
-    """``kwargs`` without ``names``, and ``groups`` each carrying those of them ``kwargs`` held, under its own."""
+    """``kwargs`` without ``names``, and ``groups`` each carrying those of them ``kwargs`` held, under its own
+    (``kwargs`` and ``groups`` as they came where there are none: a class's own params form, a bare Tensor, stays)."""
     moved = {k: kwargs[k] for k in names if k in kwargs}
+    if not moved:
+        return kwargs, groups
     rest = {k: v for k, v in kwargs.items() if k not in moved}
     return rest, [{**moved, **g} for g in groups]
