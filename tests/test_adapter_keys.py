@@ -219,8 +219,9 @@ def test_group_hparams_go_into_every_param_group_and_never_to_the_constructor(tm
 
     assert group_hparams.into_groups(("lr",), {"lr": 0.1, "momentum": 0.9}, [{"params": []}, {"params": [], "lr": 1}]) \
         == ({"momentum": 0.9}, [{"lr": 0.1, "params": []}, {"lr": 1, "params": []}])
-    with pytest.raises(CandidateSpecError, match="group_hparams"):
-        CandidateSpec.from_mapping({"class": "torch.optim.SGD", "group_hparams": ["params"]}, "spec")
+    for wrong in (["params"], {"lr": 0.1}, [1]):
+        with pytest.raises(CandidateSpecError, match="group_hparams"):
+            CandidateSpec.from_mapping({"class": "torch.optim.SGD", "group_hparams": wrong}, "spec")
     (tmp_path / "sided.py").write_text(
         "import torch\n\nclass SGD(torch.optim.SGD):\n"
         "    def __init__(self, params, lr=0.5, group_lr=0.25, **kwargs):\n"

@@ -127,6 +127,28 @@ def test_the_findings_section_runs_each_cuda_findings_script(tmp_path, capsys):
     assert len(table) == len(scripts)
 
 
+def test_a_findings_section_stopped_mid_way_keeps_the_scripts_it_ran(tmp_path, monkeypatch):
+    """Its table is written after each script: a section stopped at its deadline (here: interrupted at the second
+    script) still reports the first, never "no script ran"."""
+    import subprocess
+
+    from optbench.cli import gpu_check
+
+    calls = []
+
+    def run(*args, **kwargs):
+        calls.append(args)
+        if len(calls) > 1:
+            raise KeyboardInterrupt  # as the section's SIGTERM would
+        return subprocess.CompletedProcess(args, 1, "", "F44 present: ...")
+
+    monkeypatch.setattr(gpu_check.subprocess, "run", run)
+    table = tmp_path / "findings.tsv"
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check.run_findings(table)
+    assert table.read_text().splitlines() == ["F44\t1\tF44 present: ..."]
+
+
 def test_the_summary_gives_each_section_its_runs_verdict_and_lists_its_failures(tmp_path):
     """A section's verdict is its results' (the rule ``optbench run`` applies), a section without results says its
     log's error line, and every failing row is listed: a FAIL is never summarised as anything else."""

@@ -7,6 +7,8 @@ and none of them to the constructor. Default ``[]``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from optbench.adapters.registry import CandidateSpecError, adapter_key
 
 KEY = "group_hparams"
@@ -14,8 +16,8 @@ KEY = "group_hparams"
 
 @adapter_key(KEY)
 def parse(value, source: str) -> tuple[str, ...]:
-    names = [value] if isinstance(value, str) else list(value or ())
-    if not all(isinstance(n, str) and n for n in names) or "params" in names:
+    names = [value] if isinstance(value, str) else [] if isinstance(value, Mapping) else list(value or ())
+    if not all(isinstance(n, str) and n for n in names) or "params" in names or isinstance(value, Mapping):
         raise CandidateSpecError(f"{source}: group_hparams: {value!r}: need option names, e.g. [lr, betas]")
     return tuple(names)
 

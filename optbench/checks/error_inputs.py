@@ -217,10 +217,8 @@ def _buildable_base(impl: Implementation, suite: Suite) -> dict | None:
 
 def _routed(names: tuple[str, ...], options: dict, grouped: dict | None) -> tuple[dict, dict | None]:
     """The constructor's options and the groups' (a spec's ``group_hparams`` go to the groups, as every build does)."""
-    if not names:
-        return options, grouped
-    options, (moved,) = group_hparams.into_groups(names, options, [{}])
-    return options, {**(grouped or {}), **moved} or grouped
+    options, (into,) = group_hparams.into_groups(names, options, [grouped or {}])
+    return options, into or grouped
 
 
 def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
@@ -234,9 +232,9 @@ def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
     # fixed), the invalid input over them: a class whose lr is required is not "rejecting" a missing lr
     base = impl.base_kwargs if impl.is_candidate else {}
     grouped = impl.spec.group_options if impl.is_candidate and impl.spec is not None else None
-    names = group_hparams.names_of(impl.spec) if impl.is_candidate else ()
-    options, grouped = _routed(names, {**base, **impl.spelled(e.options)}, grouped)
-    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta, options, grouped)
+    names = group_hparams.names_of(impl.spec)
+    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta,
+                            *_routed(names, {**base, **impl.spelled(e.options)}, grouped))
     expected = exception_class(e.raises)
     if foreign and isinstance(raised, NotImplementedError) and not issubclass(expected, NotImplementedError):
         # it implements no such configuration (bitsandbytes' SGD without momentum): on the first set it builds, the
@@ -244,7 +242,7 @@ def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
         why = f"NotImplementedError at {where}: {str(raised).splitlines()[0] if str(raised) else ''}"
         usable = _buildable_base(impl, suite)
         again = attempt(impl.optimizer_class, e, suite.error_param_meta,
-                        *_routed(names, {**usable, **impl.spelled(e.options)}, impl.spec.group_options)) \
+                        *_routed(names, {**usable, **impl.spelled(e.options)}, grouped)) \
             if usable is not None else (None, "")
         if again[0] is None or isinstance(again[0], NotImplementedError):
             return "unsupported", f"it does not implement this configuration: {why}", ""
