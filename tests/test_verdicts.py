@@ -54,6 +54,20 @@ def test_cross_with_parity_runs_and_verifies(tmp_path, capsys):
     assert verdict_line(capsys.readouterr().out).startswith("verdict: PASS")
 
 
+def test_cross_skips_a_candidate_judged_by_its_own_conventions(tmp_path):
+    """pytorch-optimizer's Muon (AdamW side) counts its step per param group (adapter ``conventions: {group_step}``):
+    where a parameter misses a gradient its bias correction rightly differs from torch's per-parameter one, so both
+    pass parity against their own references while differing from each other by 7.8e4 eps. Cross says it compared
+    nothing (a skip naming the convention), never a failure of a correct candidate nor a pass."""
+    pytest.importorskip("pytorch_optimizer")
+    code = run_inline(["+matrix=pytorch_optimizer_muon_adamw", "checks=[parity,cross]", "dtype=float32",
+                       "hparams=[default]", "history_dir=null", f"out_dir={tmp_path}"])
+    rows = [r for r in json.loads((tmp_path / "results.json").read_text())["rows"] if r["status"] != "info"]
+    assert code == 0
+    assert [(r["status"], "group_step=True" in r["detail"]) for r in rows if r["check"] == "cross"] == [("skip", True)]
+    assert {r["status"] for r in rows if r["check"] == "parity" and r["fqn"] == ""} == {"pass"}
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="graphed runs on CUDA")
 def test_every_case_skipped_is_nothing_verified_exit_3(tmp_path, capsys):
     assert run(tmp_path, "impl=[graphed]", "checks=[parity,cross]") == 3

@@ -3,7 +3,9 @@
 It reads the snapshots the parity check kept for the same group (dtype x hparam set), so it ``requires`` parity
 (a run with cross and without parity is a usage error); where parity left none, a ``skip`` row says so. Tensors under
 a declared deviation for either side are left out, as in parity. Each side may be ``tolerance_eps``
-away from the reference, so the bound is ``cross_tolerance_eps``.
+away from the reference, so the bound is ``cross_tolerance_eps``. A candidate judged with conventions of its own
+(a step per param group, debiased moments) has another reference than the for-loop's: a ``skip`` row says so (with
+a per-group step, a parameter that missed a gradient rightly takes another bias correction than torch's).
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ class CrossCheck:
         return case.trajectory_group
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
+        suite_options = case.suite.reference_options
+        own = {k: v for k, v in case.impl.reference_options(suite_options).items() if suite_options.get(k) != v}
+        if own:  # a candidate's conventions: its reference is another, and the two trajectories may rightly differ
+            return Outcome([row(case.labels, check="cross", metric=CASE_SKIPPED, value=1, status="skip",
+                                detail=f"judged by another reference than the for-loop's (its conventions: "
+                                       f"{', '.join(f'{k}={v}' for k, v in sorted(own.items()))}): parity holds each "
+                                       "to its own")])
         mine = ctx.scratch.get(("snapshots", case.impl_name))
         base = ctx.scratch.get(("snapshots", BASELINE))
         if mine is None or base is None:  # one side errored, was skipped or unsupported: parity's row says which
