@@ -3,6 +3,7 @@ refuses in one line without a GPU, a section that outlives its deadline ends INC
 optbench's Triton kernels compile for a Hopper GPU from their source without one."""
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -82,7 +83,9 @@ def test_a_section_past_its_deadline_is_incomplete_and_keeps_what_it_finished(tm
     section = Section("slow", "a run longer than its deadline", ("suite=adam", "checks=[parity]", "jobs=1"), 1.0)
     code, seconds, how = run_section(section, tmp_path, deadline_s=5, device="cpu")
     assert code == EXIT_INCOMPLETE and "deadline" in how and seconds < 90, (code, how)
-    assert "verdict: PASS" not in (tmp_path / "slow.log").read_text()
+    log = (tmp_path / "slow.log").read_text()
+    assert "verdict: PASS" not in log
+    assert re.search(r"^\[\s*[0-9.]+ s\] optbench: ", log, re.M), log  # stamped: where the section's time went
 
 
 def test_triton_kernels_compile_for_hopper_without_a_gpu():
@@ -161,7 +164,11 @@ def test_the_summary_gives_each_section_its_runs_verdict_and_lists_its_failures(
     Results(tmp_path / "suites", {}, [row(labels, check="parity", metric="max_ulp", value=99.0, status="fail"),
                                       row(labels | {"impl": "foreach"}, check="parity", metric="max_ulp", value=1.0,
                                           status="pass")]).finish()
-    (tmp_path / "adafactor.log").write_text("optbench run ...\noptbench: error: no suite 'adafactr'\n")
+    from optbench.report.gpu_check import stamped
+
+    # as run_section writes it: each line stamped with its seconds since the section began
+    said = stamped("optbench: error: no suite 'adafactr'\n", 1.5)
+    (tmp_path / "adafactor.log").write_text("optbench run ...\n" + said)
     sections = [Section("suites", "", (), 1.0), Section("adafactor", "", (), 1.0)]
     machine = {"name": "X", "about": "X", "probe_gib": 1.0, "gb_per_s": 1.0, "probe_kernel": "scale"}
     text = summary(tmp_path, sections, {"suites": (1, 3.0, "finished"), "adafactor": (2, 1.0, "finished")}, machine)

@@ -136,6 +136,8 @@ def probe(device: str) -> dict:
 
 def run_section(section: Section, out: Path, deadline_s: float, device: str = "cuda") -> tuple[int, float, str]:
     """Run one section under ``deadline_s``: (exit code, seconds, how it ended)."""
+    from optbench.report.gpu_check import stamped  # here: pandas is slow to import, a refusal is not
+
     log = out / f"{section.name}.log"
     cmd = section.command(out, max(60, int(deadline_s)), device)
     start = time.monotonic()
@@ -145,8 +147,8 @@ def run_section(section: Section, out: Path, deadline_s: float, device: str = "c
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         stopper = _Stopper(proc, start + deadline_s)
-        for line in proc.stdout:
-            sink.write(line)
+        for line in proc.stdout:  # the log's lines stamped with seconds since the section began: where time went
+            sink.write(stamped(line, time.monotonic() - start))
             if not line.startswith("  PASS"):  # the passing lines stay in the log
                 print(f"[{section.name}] {line}", end="", flush=True)
         code = proc.wait()

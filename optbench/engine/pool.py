@@ -176,9 +176,10 @@ class Pool:
                 self._assign(worker, pending.popleft())
             self._handle(pending)
 
-    def prestart(self) -> None:
-        """Start the pool's workers now: they import torch and plan the run while this process plans it too."""
-        while len(self.workers) < self.jobs:
+    def prestart(self, jobs: int | None = None) -> None:
+        """Start the pool's workers (``jobs``, default the pool's) now: they import torch and plan the run while this
+        process plans it too."""
+        while len(self.workers) < min(self.jobs, jobs or self.jobs):
             self._start()
 
     def _busy(self) -> int:

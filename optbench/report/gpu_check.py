@@ -8,6 +8,7 @@ roofline by variant.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -31,13 +32,21 @@ def _rows(run_dir: Path) -> pd.DataFrame | None:
     return run[1] if run else None
 
 
+STAMP = re.compile(r"^\[\s*[0-9.]+ s\] ")  # a section log line's stamp: seconds since the section began
+
+
+def stamped(line: str, seconds: float) -> str:
+    """A section log's line: ``line`` stamped with the seconds since its section began (where its time went)."""
+    return f"[{seconds:6.1f} s] {line}"
+
+
 def _verdict(out: Path, name: str) -> str:
     """The section's verdict from its results (the rule ``optbench run`` applies); its log's error line when it
     wrote none (a usage error, a crash before the first case)."""
     if run := _run(out / name):
         return str(verdict(run[1], run=run[0].get("run")))
     log = out / f"{name}.log"
-    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines()] if log.is_file() else []
+    lines = [STAMP.sub("", ln).strip() for ln in log.read_text(errors="replace").splitlines()] if log.is_file() else []
     return next((ln for ln in reversed(lines) if ln.startswith("optbench: error")), "no results")
 
 
