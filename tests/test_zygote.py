@@ -187,3 +187,56 @@ def test_a_worker_killed_while_its_zygote_is_stuck_importing_ends_at_once(monkey
             assert proc.wait(5) == -signal.SIGKILL
         finally:
             stuck.proc.kill()
+
+
+FORKED_HERE = """import json, os, sys, tempfile
+from optbench.engine import zygote
+from optbench.engine.pool import start_worker
+zygote.allow_fork_here()  # as optbench's command does
+kept_r, kept_w = os.pipe()  # a descriptor of this process's, which its zygote must not hold
+with tempfile.TemporaryFile() as log:
+    proc = start_worker(log)
+    z = next(iter(zygote._ZYGOTES.values()))
+    assert z.ready.wait(120)
+    zpid = z.proc.pid
+    links = {os.readlink(f"/proc/{zpid}/fd/{n}") for n in os.listdir(f"/proc/{zpid}/fd")}
+    said = json.loads(sys.argv[1])
+    proc.stdin.write((json.dumps(said) + "\\n").encode())
+    proc.stdin.flush()
+    answer = next((e for e in map(json.loads, proc.stdout) if e["ev"] in ("planned", "failed", "refused")), {})
+    parent = open(f"/proc/{zpid}/stat").read().rpartition(")")[2].split()[1]
+    print(json.dumps({"forked": type(z.proc).__name__, "parent": parent == str(os.getpid()),
+                      "session": os.getsid(zpid) == zpid, "holds_pipe": os.readlink(f"/proc/self/fd/{kept_w}") in links,
+                      "streams": [os.readlink(f"/proc/{zpid}/fd/{n}") for n in (0, 1, 2)],
+                      "answer": answer.get("ev")}))
+"""
+
+
+def test_the_commands_zygote_is_a_fork_of_it_holding_none_of_its_descriptors(tmp_path):
+    """optbench's command forks its zygote from itself (torch imported once, not twice): the fork leads its own
+    session, has /dev/null for streams, holds no descriptor of the command's (a pipe a caller reads to its end, a
+    lock), and its workers plan a run as a new interpreter's do."""
+    import subprocess
+
+    request = {"op": "plan", "cfg": config("torch.optim.SGD"), "config_dirs": [], "sys_path": sys.path}
+    done = subprocess.run([sys.executable, "-c", FORKED_HERE, json.dumps(request)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said == {"forked": "ForkedZygote", "parent": True, "session": True, "holds_pipe": False,
+                    "streams": ["/dev/null"] * 3, "answer": "planned"}, said
+
+
+def test_a_zygote_is_forked_only_from_optbenchs_command_alone_in_its_environment(monkeypatch):
+    """Not from a library's caller (no ``allow_fork_here``), not with a second thread (a fork copies none, and a lock
+    one held stays held), not for an environment other than this process's (what was imported read this one)."""
+    import threading
+
+    env = dict(os.environ)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert not zygote._may_fork_here(env)  # pytest is optbench's library's caller here
+    monkeypatch.setitem(zygote._FORK_HERE, "allowed", True)
+    assert zygote._may_fork_here(env) and zygote._may_fork_here({**env, zygote.PARENT: "1"})
+    assert not zygote._may_fork_here({**env, "OPTBENCH_OTHER": "1"})
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert not zygote._may_fork_here(env)

@@ -67,9 +67,11 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> int:
     """``optbench`` (the console script) and ``python -m optbench``: ``main``, as the subreaper of the processes it
     starts; whatever of theirs is left when it ends is killed (``engine.descendants``)."""
+    from optbench.engine import zygote
     from optbench.engine.descendants import adopt_orphans, kill_strays
 
     adopt_orphans()
+    zygote.allow_fork_here()
     try:
         return main()
     finally:

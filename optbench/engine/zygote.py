@@ -14,6 +14,11 @@ the process that started it dies. ``spawn`` returns a handle with ``subprocess.P
 reaps its children and reports how each ended. Where there is no ``fork`` or ``socket.send_fds``, or the zygote
 cannot start, a worker starts as before, with ``python -c``. With a CUDA build of torch each worker execs a new
 interpreter instead of running in the fork (``_child``): CUDA does not survive a fork of a process that initialised it.
+
+In optbench's own command (``allow_fork_here``) the zygote is a fork of the command itself, which has imported
+torch, NumPy and optbench already: it then imports only what the command has not (TorchDynamo), about 1.6 s of CPU
+less a run; it holds none of the command's descriptors and none of its threads (there is only one, or it is not
+forked). The process side is ``engine.zygote_process``.
 """
 
 from __future__ import annotations
@@ -30,11 +35,10 @@ import threading
 from pathlib import Path
 
 from optbench.engine.worker import PARENT  # the process a worker (and the zygote) dies with
+from optbench.engine.zygote_process import serve
 
-PRELOAD = ("numpy", "torch", "torch._dynamo", "omegaconf", "optbench.engine.worker", "optbench.engine.executor",
-           "optbench.engine.planner")
 ROOT = str(Path(__file__).resolve().parents[2])
-BOOT = (f"import sys; sys.path.insert(0, {ROOT!r}); from optbench.engine.zygote import serve; "
+BOOT = (f"import sys; sys.path.insert(0, {ROOT!r}); from optbench.engine.zygote_process import serve; "
         "serve(int(sys.argv[1]))")
 KEPT = 2  # zygotes kept per process (one per environment, working directory and thread), oldest retired first
 SUPPORTED = sys.platform.startswith("linux") and hasattr(socket, "send_fds") and hasattr(os, "fork")
@@ -97,9 +101,13 @@ class Zygote:
 
     def __init__(self, env: dict):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen([sys.executable, "-c", BOOT, str(theirs.fileno())], pass_fds=[theirs.fileno()],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True, env=env)
+        if _may_fork_here(env):  # this process is optbench's command, as it started: its torch is already imported
+            self.proc: subprocess.Popen | ForkedZygote = ForkedZygote(theirs.fileno())
+        else:
+            self.proc = subprocess.Popen([sys.executable, "-c", BOOT, str(theirs.fileno())],
+                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                         env=env)
         theirs.close()
         self.sock, self.lock = ours, threading.Lock()
         self.waiting: queue.Queue = queue.Queue()  # handles whose fork is requested, in request order
@@ -154,6 +162,86 @@ class Zygote:
             pass
 
 
+_FORK_HERE = {"allowed": False}  # set by optbench's command (``allow_fork_here``), never by a library's caller
+
+
+def allow_fork_here() -> None:
+    """This process is optbench's own command: its zygote may be a fork of it rather than a new interpreter (it
+    has imported torch, NumPy and optbench already: about 2 s of CPU a run saved), where ``_may_fork_here``
+    holds. A process optbench is only a library of (``optbench.run`` in a user's program, the pytest gate) never
+    is: its threads, CUDA context and memory are its own."""
+    _FORK_HERE["allowed"] = True
+
+
+def _may_fork_here(env: dict) -> bool:
+    """Fork the zygote from this process: allowed by the command, with this process's environment (what was
+    imported read it), no thread but the main one (a fork copies no other thread, and whatever lock one held
+    stays held), and a torch built without CUDA or ROCm (with one, the zygote imports torch alone, ``serve``)."""
+    if not _FORK_HERE["allowed"] or threading.active_count() != 1 or "torch" not in sys.modules:
+        return False
+    torch = sys.modules["torch"]
+    if torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None:
+        return False
+    return {k: v for k, v in env.items() if k != PARENT} == {k: v for k, v in os.environ.items() if k != PARENT}
+
+
+class ForkedZygote:
+    """A zygote forked from this process (``subprocess.Popen``'s ``pid``, ``poll`` and ``wait``): its own session,
+    /dev/null for its standard streams, no file descriptor of this process but its socket (``fd``), then ``serve``.
+    Its garbage collector is frozen (``gc.freeze``): an object of this process's that it never uses is never
+    collected there, so no file object closes a descriptor number it has reused."""
+
+    def __init__(self, fd: int):
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:
+            self._become_zygote(fd)
+
+    @staticmethod
+    def _become_zygote(fd: int) -> None:
+        try:
+            import gc
+
+            gc.freeze()
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+                signal.signal(signum, signal.SIG_DFL)
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDWR)
+            for target in (0, 1, 2):
+                os.dup2(null, target)
+            for name in os.listdir("/proc/self/fd"):
+                if int(name) > 2 and int(name) != fd:
+                    try:
+                        os.close(int(name))
+                    except OSError:
+                        pass
+            sys.argv = ["-c", str(fd)]
+            os.environ[PARENT] = str(os.getppid())  # it dies with this process, as a started zygote does
+            serve(fd)
+        finally:
+            os._exit(1)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere (the command's end kills and reaps what is left)
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            except ChildProcessError:
+                self.returncode = -signal.SIGKILL
+        return self.returncode
+
+
 _ZYGOTES: dict[tuple, Zygote] = {}
 _GUARD = threading.Lock()
 
@@ -182,105 +270,3 @@ def spawn(stderr: int, env: dict) -> Forked | None:
 def _retire_all() -> None:
     for zygote in _ZYGOTES.values():
         zygote.retire()
-
-
-# --- the zygote process ---
-
-def serve(fd: int) -> None:
-    """The zygote: preload, then fork a worker per request on socket ``fd`` and report how each ended."""
-    import importlib
-    import select
-
-    from optbench.engine.descendants import die_with_parent
-
-    die_with_parent(int(os.environ.get(PARENT, os.getppid())))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sock = socket.socket(fileno=fd)
-    import torch
-
-    # a CUDA (or ROCm) build: see ``_child``; then nothing more is preloaded
-    fresh = torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
-    for name in () if fresh else PRELOAD:
-        importlib.import_module(name)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    sock.send(b'{"ready": true}')
-    children: set[int] = set()
-    accepting = True
-    while accepting or children:
-        readable, _, _ = select.select([sock, wake_r] if accepting else [wake_r], [], [], 1.0)
-        if wake_r in readable:
-            os.read(wake_r, 4096)
-        for pid in list(children):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                children.discard(pid)
-                _send(sock, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
-        if accepting and sock in readable:
-            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
-            if not message:
-                accepting = False  # retired or its parent ended: no more forks
-                continue
-            pid = os.fork()
-            if pid == 0:
-                _child(json.loads(message), fds, closing=(fd, wake_r, wake_w), fresh=fresh)
-            for received in fds:
-                os.close(received)
-            children.add(pid)
-            _send(sock, {"forked": pid})
-    os._exit(0)
-
-
-def _send(sock: socket.socket, event: dict) -> None:
-    try:
-        sock.send(json.dumps(event).encode())
-    except OSError:
-        pass  # its parent is gone: what it forked dies with it
-
-
-def _child(request: dict, fds: list[int], closing: tuple, fresh: bool = False) -> None:
-    """In the forked worker: its own session and streams, the requested directory and environment, then the worker's
-    main; never returns. ``fresh`` (a CUDA or ROCm build of torch): the worker's main in a new interpreter
-    (``exec``), not in this forked image. CUDA cannot be used in a fork of a process that initialised it, and with
-    such a build the zygote cannot tell whether an import did (on an H200 its forks were refused CUDA although
-    ``torch.cuda.is_initialized()`` was False after each import): such a worker keeps the zygote's session and
-    reaping, not its preload."""
-    code = 1
-    try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        for fd in closing:
-            os.close(fd)
-        os.setsid()
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"], **{PARENT: str(os.getppid())})  # it dies with the zygote
-        if fresh:
-            from optbench.engine.worker import BOOT
-
-            os.execv(sys.executable, [sys.executable, "-c", BOOT])
-        from optbench.engine.worker import main
-
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
