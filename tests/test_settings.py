@@ -87,3 +87,11 @@ def test_nothing_that_runs_a_case_imports_omegaconf():
                 found += [f"{file.relative_to(ROOT)}: {n}" for n in names
                           if n.split(".")[0] in ("omegaconf", "hydra")]
     assert not found, found
+
+
+@pytest.mark.parametrize("selected, measuring", [("[speed]", True), ("[speed,memory,scaling]", True),
+                                               ("[parity,speed]", False), ("[parity]", False)])
+def test_a_run_of_measuring_checks_alone_is_told_apart(selected, measuring):
+    """Such a run prestarts one worker, not ``jobs`` (its cases run one at a time: each worker imports torch and plans
+    the run for nothing; on an H200 sixteen did, per worker a new interpreter)."""
+    assert Planner(compose_config(["suite=sgd", f"checks={selected}"])).measuring_only() is measuring

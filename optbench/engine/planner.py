@@ -19,7 +19,7 @@ from omegaconf import DictConfig, open_dict
 
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
-from optbench.checks.registry import check_blocks
+from optbench.checks.registry import alone_checks, check_blocks
 from optbench.engine.blueprint import Blueprint, Entry, digest, fingerprint, group_key
 from optbench.engine.selection import (
     resolve_candidate,
@@ -150,6 +150,10 @@ class Planner:
     def selected_checks(self) -> list[str]:
         """The run's checks, in registry order."""
         return [c for c in REGISTRY if c in self.checks]
+
+    def measuring_only(self) -> bool:
+        """Whether every check of the run measures (speed, memory, scaling): its cases then run one at a time."""
+        return set(self.selected_checks()) <= set(alone_checks())
 
 
 def _file_digest(path) -> str:

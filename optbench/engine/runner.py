@@ -22,7 +22,6 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from optbench.cases import Case
-from optbench.checks.registry import alone_checks
 from optbench.engine.blueprint import Blueprint, changed_inputs
 from optbench.engine.executor import Executor, quiet_torch
 from optbench.engine.interrupts import Interrupted, MaxFailuresReached, sigterm_interrupts
@@ -108,7 +107,7 @@ class SuiteRun:
             if self.jobs:  # the workers import torch and plan while this process plans: their start costs no time
                 self._pool = self.pool(self._init(), self.writer.record)
                 # a run of measuring checks alone runs one case at a time: one worker (each imports torch, plans)
-                self._pool.prestart(1 if set(self.planner.selected_checks()) <= set(alone_checks()) else None)
+                self._pool.prestart(1 if self.planner.measuring_only() else None)
             try:
                 with sigterm_interrupts():  # planning probes the implementations (a kernel may build): minutes
                     plan = self.blueprint().entries
