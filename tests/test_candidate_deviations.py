@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.conftest import QUICK_TIMING, run_inline
+from tests.conftest import QUICK_TIMING, assert_only_declared_findings, run_inline
 
 RUN = ["suite=nadam", "dtype=float64", "impl=[candidate]", "checks=[parity]", "history_dir=null",
        "options={lr: 0.01}", *QUICK_TIMING]
@@ -58,3 +58,11 @@ def test_a_deviation_naming_candidates_covers_that_library_only():
     assert covered("candidate:pytorch_optimizer.Adan") == {"F39", "F48"}  # F48: maximize writes the gradient
     assert covered("candidate:pytorch_optimizer.Adan", "default") == set()
     assert covered("candidate:my_adan.Adan") == set()  # any other Adan is judged at plain tolerance
+
+
+def test_pytorch_optimizers_schedule_free_adamw_fails_the_caller_contract_only_as_declared(tmp_path):
+    """Its port of AdamWScheduleFree leaves the normalized step in the caller's p.grad (F49, as schedulefree's class);
+    parameters and state are judged at full tolerance (the library x algorithm matrix met it)."""
+    pytest.importorskip("pytorch_optimizer")
+    assert_only_declared_findings(tmp_path, "schedule_free_adamw", "pytorch_optimizer.ScheduleFreeAdamW", "default",
+                                  {"F49"})
