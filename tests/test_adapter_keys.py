@@ -21,11 +21,19 @@ def documented_keys() -> set[str]:
 
 @pytest.fixture
 def importable(tmp_path, monkeypatch, request):
-    """``importable(name)``: ``tmp_path/<name>.py`` (written by the test) importable for the test, forgotten after."""
+    """``importable(name)``: ``tmp_path/<name>.py`` (written by the test) importable for the test, forgotten after;
+    ``importable(name, source, spec)`` also writes it from ``source`` and returns ``tmp_path/<name>.yaml``, a
+    candidate spec holding ``spec``."""
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    def add(name: str) -> None:
+    def add(name: str, source: str | None = None, spec: str | None = None) -> Path | None:
         request.addfinalizer(lambda: sys.modules.pop(name, None))
+        if source is not None:
+            (tmp_path / f"{name}.py").write_text(source)
+        if spec is None:
+            return None
+        (tmp_path / f"{name}.yaml").write_text(spec)
+        return tmp_path / f"{name}.yaml"
 
     return add
 
@@ -73,14 +81,12 @@ def test_a_float32_only_candidate_declares_its_dtypes_and_is_skipped_elsewhere_n
 
     from optbench.cli import main
 
-    (tmp_path / "f32.py").write_text(
+    spec = importable("f32", (
         "import torch\n\nclass SGD(torch.optim.SGD):\n    @torch.no_grad()\n    def step(self, closure=None):\n"
         "        for group in self.param_groups:\n            for p in group['params']:\n"
         "                if p.grad is not None:\n"
-        "                    p.add_(p.grad.float().mul(-group['lr']).to(p.dtype))\n")
-    spec = tmp_path / "f32.yaml"
-    spec.write_text("class: f32.SGD\ndtypes: [float32]\n")
-    importable("f32")
+        "                    p.add_(p.grad.float().mul(-group['lr']).to(p.dtype))\n"),
+        "class: f32.SGD\ndtypes: [float32]\n")
     common = ["run", "suite=sgd", "impl=[candidate]", "dtype=[float64,float32]", "checks=[parity]",
               "options={lr: 0.1}", "steps=3"]
     assert main([*common, "candidate=f32.SGD", f"out_dir={tmp_path / 'plain'}"]) == 1
@@ -130,13 +136,11 @@ def test_an_option_the_class_fixes_by_convention_is_taken_at_that_value_and_unsu
 
     from optbench.cli import main
 
-    (tmp_path / "always.py").write_text(
+    spec = importable("always", (
         "import torch\n\nclass DecoupledAdam(torch.optim.AdamW):\n"
         "    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):\n"
-        "        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)\n")
-    spec = tmp_path / "always.yaml"
-    spec.write_text("class: always.DecoupledAdam\nconventions: {decoupled_weight_decay: true}\n")
-    importable("always")
+        "        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)\n"),
+        "class: always.DecoupledAdam\nconventions: {decoupled_weight_decay: true}\n")
 
     def verdicts(candidate: str, out: str, *extra) -> dict:
         code = main(["run", "suite=adam", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",
@@ -222,7 +226,7 @@ def test_group_hparams_go_into_every_param_group_and_never_to_the_constructor(tm
     for wrong in (["params"], {"lr": 0.1}, [1]):
         with pytest.raises(CandidateSpecError, match="group_hparams"):
             CandidateSpec.from_mapping({"class": "torch.optim.SGD", "group_hparams": wrong}, "spec")
-    (tmp_path / "sided.py").write_text(
+    spec = importable("sided", (
         "import torch\n\nclass SGD(torch.optim.SGD):\n"
         "    def __init__(self, params, lr=0.5, group_lr=0.25, **kwargs):\n"
         "        params = list(params)\n"
@@ -232,10 +236,8 @@ def test_group_hparams_go_into_every_param_group_and_never_to_the_constructor(tm
         "            g.setdefault('lr', group_lr)\n"
         "            if g['lr'] < 0:\n"
         "                raise ValueError(f\"Invalid learning rate: {g['lr']}\")\n"
-        "        super().__init__(groups, lr=0.5, **kwargs)  # its own lr is the other side's\n")
-    spec = tmp_path / "sided.yaml"
-    spec.write_text("class: sided.SGD\ngroup_hparams: [lr]\nnot_taken: [group_lr]\n")
-    importable("sided")
+        "        super().__init__(groups, lr=0.5, **kwargs)  # its own lr is the other side's\n"),
+        "class: sided.SGD\ngroup_hparams: [lr]\nnot_taken: [group_lr]\n")
     common = ["suite=sgd", "impl=[candidate]", "dtype=float32", "steps=3", "history_dir=null",
               "hparams=[default,lr,momentum_dampening_maximize_groups]"]
     assert run_inline([*common, "checks=[parity]", f"candidate={spec}", f"out_dir={tmp_path / 'with'}"]) == 0
@@ -257,12 +259,10 @@ def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_
 
     from tests.conftest import run_inline
 
-    (tmp_path / "swallows.py").write_text(
+    spec = importable("swallows", (
         "import torch\n\nclass SGD(torch.optim.SGD):\n    def __init__(self, params, lr=1e-3, **kwargs):\n"
-        "        super().__init__(params, lr=lr)\n        self.defaults.update(kwargs)\n")
-    spec = tmp_path / "swallows.yaml"
-    spec.write_text("class: swallows.SGD\nnot_taken: [momentum]\n")
-    importable("swallows")
+        "        super().__init__(params, lr=lr)\n        self.defaults.update(kwargs)\n"),
+        "class: swallows.SGD\nnot_taken: [momentum]\n")
 
     def case(candidate: str, out: str) -> dict:
         run_inline(["suite=sgd", "impl=[candidate]", "dtype=float32", "checks=[parity]", "steps=3",

@@ -35,7 +35,7 @@ import threading
 from pathlib import Path
 
 from optbench.engine.worker import PARENT  # the process a worker (and the zygote) dies with
-from optbench.engine.zygote_process import serve
+from optbench.engine.zygote_process import gpu_build, serve
 
 ROOT = str(Path(__file__).resolve().parents[2])
 BOOT = (f"import sys; sys.path.insert(0, {ROOT!r}); from optbench.engine.zygote_process import serve; "
@@ -167,7 +167,7 @@ _FORK_HERE = {"allowed": False}  # set by optbench's command (``allow_fork_here`
 
 def allow_fork_here() -> None:
     """This process is optbench's own command: its zygote may be a fork of it rather than a new interpreter (it
-    has imported torch, NumPy and optbench already: about 2 s of CPU a run saved), where ``_may_fork_here``
+    has imported torch, NumPy and optbench already: about 1.6 s of CPU a run saved), where ``_may_fork_here``
     holds. A process optbench is only a library of (``optbench.run`` in a user's program, the pytest gate) never
     is: its threads, CUDA context and memory are its own."""
     _FORK_HERE["allowed"] = True
@@ -179,8 +179,7 @@ def _may_fork_here(env: dict) -> bool:
     stays held), and a torch built without CUDA or ROCm (with one, the zygote imports torch alone, ``serve``)."""
     if not _FORK_HERE["allowed"] or threading.active_count() != 1 or "torch" not in sys.modules:
         return False
-    torch = sys.modules["torch"]
-    if torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None:
+    if gpu_build(sys.modules["torch"]):
         return False
     return {k: v for k, v in env.items() if k != PARENT} == {k: v for k, v in os.environ.items() if k != PARENT}
 
@@ -223,22 +222,20 @@ class ForkedZygote:
             os._exit(1)
 
     def poll(self) -> int | None:
+        return self._reap(os.WNOHANG)
+
+    def wait(self) -> int:
+        return self._reap(0)
+
+    def _reap(self, flags: int) -> int | None:
         if self.returncode is None:
             try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                pid, status = os.waitpid(self.pid, flags)
             except ChildProcessError:  # reaped elsewhere (the command's end kills and reaps what is left)
                 self.returncode = -signal.SIGKILL
                 return self.returncode
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            try:
-                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
-            except ChildProcessError:
-                self.returncode = -signal.SIGKILL
         return self.returncode
 
 

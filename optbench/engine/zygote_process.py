@@ -14,6 +14,13 @@ from optbench.engine.worker import PARENT  # the process a worker (and the zygot
 PRELOAD = ("numpy", "torch", "torch._dynamo", "omegaconf", "optbench.engine.worker", "optbench.engine.executor",
            "optbench.engine.planner")
 
+
+def gpu_build(torch) -> bool:
+    """Whether this torch is a CUDA or ROCm build: CUDA does not survive a fork of a process that initialised it, and
+    an import may initialise it unseen (``_child``)."""
+    return torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
+
+
 def serve(fd: int) -> None:
     """The zygote: preload, then fork a worker per request on socket ``fd`` and report how each ended."""
     import importlib
@@ -26,8 +33,7 @@ def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     import torch
 
-    # a CUDA (or ROCm) build: see ``_child``; then nothing more is preloaded
-    fresh = torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None
+    fresh = gpu_build(torch)  # then nothing more is preloaded: each worker is a new interpreter (``_child``)
     for name in () if fresh else PRELOAD:
         importlib.import_module(name)
     wake_r, wake_w = os.pipe()
