@@ -79,6 +79,28 @@ def test_a_forked_worker_has_its_own_session_streams_and_the_environment_asked_f
         assert log.read().decode().split() == ["True", "forked", str(tmp_path), "True"]
 
 
+def test_a_new_test_or_gate_item_reuses_the_zygote_and_its_worker_still_gets_the_environment_asked_for(
+        tmp_path, monkeypatch):
+    """pytest sets PYTEST_CURRENT_TEST anew for every test and gate item: a zygote chosen by it started for each
+    item that needed a worker (3 s of CPU each). It chooses none now; the worker still sees the value asked for."""
+    monkeypatch.chdir(tmp_path)
+    said = []
+    for item in ("first::item (call)", "second::item (call)"):
+        monkeypatch.setenv("PYTEST_CURRENT_TEST", item)
+        with tempfile.TemporaryFile() as log:
+            proc = start_worker(log)
+            (tmp_path / "says.py").write_text(
+                "import os, sys\nprint(os.environ['PYTEST_CURRENT_TEST'], file=sys.stderr)\nsys.exit(3)\n")
+            answer(proc, {"op": "plan", "cfg": config("says.SGD"), "config_dirs": [],
+                          "sys_path": [str(tmp_path), *sys.path]})
+            assert proc.wait(60) == 0
+            log.seek(0)
+            said.append(log.read().decode().strip())
+    assert said == ["first::item (call)", "second::item (call)"]
+    here = [z for (_, cwd, _), z in zygote._ZYGOTES.items() if cwd == os.getcwd()]
+    assert len(here) == 1, zygote._ZYGOTES.keys()  # (this directory is this test's: no other test's zygote)
+
+
 def test_with_a_cuda_build_each_worker_is_a_fresh_interpreter_not_a_fork(tmp_path, monkeypatch):
     """CUDA cannot be used in a fork of a process that initialised it: a zygote whose torch is a CUDA build execs a
     new interpreter for each worker (same session, streams, directory and environment), so nothing of its own state

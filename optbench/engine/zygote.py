@@ -2,10 +2,11 @@
 
 Starting a worker with ``python -c`` imports torch and torch._dynamo again (about 4 s of CPU here), for every
 worker, every planning worker and every worker that replaces one that died. A zygote does that once per
-process that runs optbench (per environment, working directory and thread), then forks a worker for each
-request in milliseconds. It never imports or runs the code under test: it imports only ``PRELOAD`` and runs no
-tensor operation (no thread pool to break across a fork), so every worker starts from the same pristine state
-a fresh interpreter would reach, whatever an earlier worker did to its own copy of torch, NumPy or optbench.
+process that runs optbench (per environment, ``UNKEYED`` aside, working directory and thread), then forks a
+worker for each request in milliseconds. It never imports or runs the code under test: it imports only
+``PRELOAD`` and runs no tensor operation (no thread pool to break across a fork), so every worker starts from the
+same pristine state a fresh interpreter would reach, whatever an earlier worker did to its own copy of torch, NumPy
+or optbench.
 
 A forked worker is what a ``python -c`` one was: its own session, its standard streams the ones the parent
 passed (over a Unix socket), this environment, killed when its parent (the zygote) dies, as the zygote is when
@@ -42,6 +43,10 @@ BOOT = (f"import sys; sys.path.insert(0, {ROOT!r}); from optbench.engine.zygote_
         "serve(int(sys.argv[1]))")
 KEPT = 2  # zygotes kept per process (one per environment, working directory and thread), oldest retired first
 SUPPORTED = sys.platform.startswith("linux") and hasattr(socket, "send_fds") and hasattr(os, "fork")
+# variables that say which process or test asks, not how to import: they choose no zygote (a worker still gets
+# them as asked, ``zygote_process._child``); pytest sets PYTEST_CURRENT_TEST anew for every test and its phases,
+# and the gate's items each start a worker: keyed by it, every item started a zygote of its own (3 s of CPU each)
+UNKEYED = (PARENT, "PYTEST_CURRENT_TEST")
 
 
 class Forked:
@@ -181,7 +186,12 @@ def _may_fork_here(env: dict) -> bool:
         return False
     if gpu_build(sys.modules["torch"]):
         return False
-    return {k: v for k, v in env.items() if k != PARENT} == {k: v for k, v in os.environ.items() if k != PARENT}
+    return _keyed(env) == _keyed(os.environ)
+
+
+def _keyed(env) -> dict:
+    """The part of ``env`` that chooses a zygote: all of it but ``UNKEYED``."""
+    return {k: v for k, v in env.items() if k not in UNKEYED}
 
 
 class ForkedZygote:
@@ -248,7 +258,7 @@ def spawn(stderr: int, env: dict) -> Forked | None:
     zygote cannot be had: the caller then starts a worker with ``python -c``."""
     if not SUPPORTED:
         return None
-    key = (tuple(sorted((k, v) for k, v in env.items() if k != PARENT)), os.getcwd(), threading.get_ident())
+    key = (tuple(sorted(_keyed(env).items())), os.getcwd(), threading.get_ident())
     with _GUARD:
         zygote = _ZYGOTES.get(key)
         if zygote is None or not zygote.alive:
