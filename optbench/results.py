@@ -95,7 +95,10 @@ def verdict(rows, checks=(), run: dict | None = None) -> Verdict:
     FAIL: a ``fail`` or ``error`` row. PASS: else a row that verified something (pass, fail, xfail, xpass).
     MEASURED: else measurements (``info`` rows) of the measuring checks only (speed, memory, scaling).
     NOTHING VERIFIED: else (no row at all, or only skip, unsupported and info): exit 3, never a PASS."""
-    rows = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    if isinstance(rows, pd.DataFrame):  # the columns the rule reads, as lists (DataFrame.to_dict: 40 ms a run)
+        columns = [c for c in ("check", "status", "metric", "value", "detail", *CASE_KEY) if c in rows]
+        rows = [dict(zip(columns, values)) for values in zip(*(rows[c].tolist() for c in columns))]
+    rows = list(rows)
     if isinstance(run, dict) and run.get("status") == STOPPED and any(r["status"] in FAILING for r in rows):
         return Verdict(FAIL, f"{verdict(rows, checks).why}; {incomplete(run)}")
     if why := incomplete(run):
