@@ -13,19 +13,28 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("site")
+    """The two plugins pip-installed into one folder, once per test session whichever pytest-xdist worker asks first
+    (a lock in the temporary folder the workers share, as tests/test_isolation.py's ``uninterrupted``)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    target = shared / "plugin-site"
     offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []  # else pip fetches it
-    for package in ("plugin_example", "plugin_broken"):
-        source = shutil.copytree(HERE / package, target.parent / f"{target.name}-{package}",  # xdist workers build
-                                 ignore=shutil.ignore_patterns("build", "*.egg-info"))  # apart, out of the tree
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *offline, "--target", str(target),
-                        str(source)], check=True, capture_output=True, timeout=300)
+    with FileLock(shared / "plugin-site.lock"):
+        if not (shared / "plugin-site.done").is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            for package in ("plugin_example", "plugin_broken"):
+                source = shutil.copytree(HERE / package, shared / f"plugin-source-{package}",  # built out of the tree
+                                         ignore=shutil.ignore_patterns("build", "*.egg-info"), dirs_exist_ok=True)
+                subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *offline, "--target",
+                                str(target), str(source)], check=True, capture_output=True, timeout=300)
+            (shared / "plugin-site.done").write_text("")
     return target
 
 

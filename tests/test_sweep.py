@@ -182,6 +182,10 @@ def test_submitit_local_sweep_merges_jobs_records_a_killed_one_and_exits_with_th
     (os._exit, with jobs=0: in the job's own process): the job is killed mid-run, and the merge keeps its
     finished cases, says it did not finish, and the sweep exits INCOMPLETE (4)."""
     monkeypatch.chdir(REPO)  # the candidates are imported from the current directory
+    from submitit.core.core import Job
+
+    # submitit waits 15 s for the result file of a job that ended without writing one (the killed job): 2 s here
+    monkeypatch.setattr(Job, "_results_timeout_s", 2)
     out = tmp_path / "sweep"
     code = main(["run", "-m", "suite=sgd", "candidate=optbench.mutants.sgd.CorrectSGD,tests.candidates.ExitsSGD",
                  "impl=[for-loop,candidate]", "dtype=float32", "jobs=0", "options={lr: 0.1}", *TINY,
