@@ -10,6 +10,13 @@ os.environ.setdefault("OPTBENCH_HISTORY_DIR", "")
 os.environ.setdefault("OPTBENCH_JOBS", "0")
 # reports without their PNG plots (about 0.7 s a run): the tests that look at plots pass report.plots=true
 os.environ.setdefault("OPTBENCH_PLOTS", "false")
+TEST_DEFAULTS = ("OPTBENCH_HISTORY_DIR", "OPTBENCH_JOBS", "OPTBENCH_PLOTS")
+
+
+def users_environment(**extra: str) -> dict:
+    """This environment without the tests' defaults above, plus ``extra``: a command run as a user runs it (the
+    benchmarks: with OPTBENCH_JOBS=0 every case would run in the command's own process, one at a time)."""
+    return {**{k: v for k, v in os.environ.items() if k not in TEST_DEFAULTS}, **extra}
 
 
 # Modules whose tests run whole optbench processes for 5-25 s each: collected first, so pytest-xdist hands them out

@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import users_environment
 
 pytestmark = pytest.mark.benchmark
 REPO = Path(__file__).parents[2]
@@ -26,8 +27,8 @@ REPEATS = "speed.repeats=3"
 
 def optbench(*args, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "optbench", *map(str, args)], cwd=REPO, capture_output=True,
-                          text=True, env={**os.environ, "OPTBENCH_HISTORY_DIR": "", "OPTBENCH_PLOTS": "false",
-                                          **(env or {})})
+                          text=True, env=users_environment(OPTBENCH_HISTORY_DIR="", OPTBENCH_PLOTS="false",
+                                                           **(env or {})))
 
 
 def compared(base: Path, new: Path, out: Path) -> list[dict]:

@@ -7,7 +7,6 @@ check."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import users_environment
+
 pytestmark = pytest.mark.benchmark
 
 MAIN_JOB_COLD_S = 60.0  # the README's main job, cold
@@ -23,8 +24,9 @@ ALL_COLD_S = 300.0  # suite=all, cold
 
 
 def cold_env(tmp: Path) -> dict:
-    return {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp / "extensions"), "TORCHINDUCTOR_CACHE_DIR":
-            str(tmp / "inductor"), "OPTBENCH_HISTORY_DIR": "", "OPTBENCH_PLOTS": "true"}
+    """A user's environment (workers, plots) with empty caches, and no history written."""
+    return users_environment(TORCH_EXTENSIONS_DIR=str(tmp / "extensions"),
+                             TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor"), OPTBENCH_HISTORY_DIR="")
 
 
 def timed_run(args: list[str], out: Path, env: dict) -> float:
