@@ -12,7 +12,7 @@ import pytest
 from optbench.cli import main
 from optbench.engine.mutants import detecting
 from optbench.mutants import CAUGHT_BY, CONTROLS, EXISTS_AT, MUTANTS, SHOWS_BY, STEPS
-from tests.conftest import QUICK_TIMING, run_inline
+from tests.conftest import QUICK_TIMING, run_inline, users_environment
 
 REPO = Path(__file__).parents[1]
 
@@ -200,7 +200,7 @@ def test_installed_console_script_end_to_end(tmp_path):
         [exe, "run", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]", "steps=8", "options={momentum: 0.9}",
          "speed.params=1e5", "speed.min_run_time=0.01", "speed.min_rounds=3", "speed.edge_cases=[]", f"out_dir={out}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env={k: v for k, v in os.environ.items() if k != "OPTBENCH_PLOTS"},  # as a user runs it: with plots
+        env=users_environment(OPTBENCH_HISTORY_DIR=""),  # as a user runs it: with plots and workers
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads((out / "results.json").read_text())
