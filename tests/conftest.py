@@ -3,14 +3,17 @@ import os
 import pytest
 import torch
 
-# test runs are not history: a test that wants one passes history_dir= itself
-os.environ.setdefault("OPTBENCH_HISTORY_DIR", "")
-# cases in the test's own process (jobs=0): a worker process costs seconds to start, and isolation, parallelism and
-# resume have their own tests (tests/test_isolation.py), which pass jobs= themselves
-os.environ.setdefault("OPTBENCH_JOBS", "0")
-# reports without their PNG plots (about 0.7 s a run): the tests that look at plots pass report.plots=true
-os.environ.setdefault("OPTBENCH_PLOTS", "false")
-TEST_DEFAULTS = ("OPTBENCH_HISTORY_DIR", "OPTBENCH_JOBS", "OPTBENCH_PLOTS")
+TEST_DEFAULTS = {
+    # test runs are not history: a test that wants one passes history_dir= itself
+    "OPTBENCH_HISTORY_DIR": "",
+    # cases in the test's own process (jobs=0): a worker process costs seconds to start, and isolation, parallelism
+    # and resume have their own tests (tests/test_isolation.py), which pass jobs= themselves
+    "OPTBENCH_JOBS": "0",
+    # reports without their PNG plots (about 0.7 s a run): the tests that look at plots pass report.plots=true
+    "OPTBENCH_PLOTS": "false",
+}
+for _name, _value in TEST_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
 
 def users_environment(**extra: str) -> dict:

@@ -214,6 +214,7 @@ def test_installed_console_script_end_to_end(tmp_path):
         assert (out / name).is_file(), name
     assert not (out / "results.partial.jsonl").exists()
     assert "verdict: PASS" in proc.stdout
+    assert "; in this process" not in proc.stdout.splitlines()[0]  # in workers, as a user's run is
     rerendered = subprocess.run([exe, "report", str(out), "--out", str(tmp_path / "again")],
                                 capture_output=True, text=True)
     assert rerendered.returncode == 0 and (tmp_path / "again" / "report.md").is_file()
