@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import warm_command
 from tests.conftest import QUICK_TIMING, run_inline
 
 REPO = Path(__file__).parents[1]
@@ -37,8 +38,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def optbench(cwd: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "optbench", "run", "--config-dir", "conf", "suite=mylion",
-                           "history_dir=null", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return warm_command.run("run", "--config-dir", "conf", "suite=mylion", "history_dir=null", *args, cwd=cwd)
 
 
 def test_a_plain_reference_module_and_a_declared_roofline_from_the_working_directory(tmp_path):
@@ -64,10 +64,9 @@ def test_a_plain_reference_module_and_a_declared_roofline_from_the_working_direc
 
 def test_two_classes_of_one_name_are_told_apart_in_a_sweep(tmp_path):
     cwd = project(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "optbench", "run", "-m", "--config-dir", "conf", "suite=mylion",
-                           "candidate=my_lion.Lion,their_lion.Lion", "checks=[parity]", "steps=3", "dtype=float64",
-                           "history_dir=null", "hydra.sweep.dir=sweep"], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+    done = warm_command.run("run", "-m", "--config-dir", "conf", "suite=mylion",
+                            "candidate=my_lion.Lion,their_lion.Lion", "checks=[parity]", "steps=3", "dtype=float64",
+                            "history_dir=null", "hydra.sweep.dir=sweep", cwd=cwd)
     assert done.returncode == 1, done.stdout + done.stderr  # their_lion decays through the gradient
     rows = json.loads((cwd / "sweep" / "results.json").read_text())["rows"]
     verdicts = {r["impl"]: r["status"] for r in rows if r["metric"] == "parity.max_err_eps" and not r["fqn"]

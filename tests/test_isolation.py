@@ -19,6 +19,7 @@ from optbench.config import compose_config
 from optbench.engine.runner import SuiteRun
 from optbench.journal import JOURNAL, Journal
 from optbench.results import load_run, verdict
+from tests import warm_command
 from tests.conftest import run_inline
 
 REPO = Path(__file__).parents[1]
@@ -32,8 +33,7 @@ PLAIN_RUN = ["jobs=2", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]",
 
 
 def optbench(*args, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "optbench", *map(str, args)], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout)
+    return warm_command.run(*args, cwd=REPO, timeout=timeout)
 
 
 AT_IMPORT = {  # a candidate module that does this when imported, and the one line the run answers with
@@ -52,9 +52,8 @@ SGD_AT_THE_END = "import torch\n\nclass SGD(torch.optim.SGD):\n    pass\n"
 def test_a_candidate_that_exits_crashes_or_hangs_at_import_is_one_line_and_the_run_writes_nothing(tmp_path, what):
     code, message = AT_IMPORT[what]
     (tmp_path / f"{what}_at_import.py").write_text(code + SGD_AT_THE_END)
-    done = subprocess.run([sys.executable, "-m", "optbench", "run", *CANDIDATE_RUN, "case_timeout_s=5",
-                           f"candidate={what}_at_import.SGD", "out_dir=run"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    done = warm_command.run("run", *CANDIDATE_RUN, "case_timeout_s=5", f"candidate={what}_at_import.SGD", "out_dir=run",
+                            cwd=tmp_path, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr == f"optbench: error: candidate {what}_at_import.SGD: {message}\n"
     assert not (tmp_path / "run").exists()
@@ -135,8 +134,7 @@ def alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl: Linux only")
 def test_what_a_candidate_starts_in_its_own_session_dies_with_its_case(tmp_path):
     (tmp_path / "spawns.py").write_text(SPAWNS)
-    done = subprocess.run([sys.executable, "-m", "optbench", "run", *CANDIDATE_RUN, "candidate=spawns.SGD",
-                           "out_dir=run"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = warm_command.run("run", *CANDIDATE_RUN, "candidate=spawns.SGD", "out_dir=run", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     pids = [int(p) for p in (tmp_path / "spawned.txt").read_text().split()]
     assert pids and not [p for p in pids if alive(p)]
