@@ -27,6 +27,7 @@ import threading
 from pathlib import Path
 
 from optbench.engine.zygote import signal_group
+from optbench.engine.zygote_process import end_fork
 
 ROOT = Path(__file__).resolve().parents[1]
 PRELOAD = ("torch", "torch._dynamo", "numpy", "pandas", "hydra", "omegaconf", "optbench.cli", "optbench.engine.runner",
@@ -92,14 +93,9 @@ def _command(request: dict, fds: list[int], server_fd: int) -> None:
         traceback.print_exc()
     finally:
         try:
-            atexit._run_exitfuncs()
+            atexit._run_exitfuncs()  # the command's own, as its interpreter's exit would run them
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            os._exit(code)
+            end_fork(code)
 
 
 class _Server:

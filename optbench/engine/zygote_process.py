@@ -112,9 +112,14 @@ def _child(request: dict, fds: list[int], closing: tuple, fresh: bool = False) -
 
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
+        end_fork(code)
+
+
+def end_fork(code: int) -> None:
+    """End this forked process with ``code``: its standard streams flushed, none of its parent's clean-up run."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
