@@ -1,14 +1,13 @@
 """The pytest gate (optbench.gate) as CI runs it: pytest in a subprocess, outcomes read from its JUnit XML."""
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from optbench.gate import CaseFailed, GateRun, judge, pytest_configure
+from tests import warm_command
 
 REPO = Path(__file__).parents[1]
 TINY = "dtype=float32 checks=[parity] steps=3 history_dir=null"
@@ -16,9 +15,8 @@ MUTANT, CORRECT = "optbench.mutants.sgd.DecayIgnoredUnderMaximizeSGD", "optbench
 
 
 def pytest_gate(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "optbench.gate", "-p", "no:cacheprovider",
-                           "-q", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    return warm_command.run("-p", "optbench.gate", "-p", "no:cacheprovider", "-q", *args, cwd=cwd, timeout=300,
+                            module="pytest")
 
 
 def junit(path: Path) -> tuple[dict, dict]:

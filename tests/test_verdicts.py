@@ -5,8 +5,6 @@ is imported inside its tests, so the CLI tests say what they check even where it
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +13,7 @@ import torch
 
 from optbench.cli import main
 from optbench.results import Results, row
+from tests import warm_command
 from tests.conftest import run_inline
 
 REPO = Path(__file__).parents[1]
@@ -158,8 +157,8 @@ def test_gate_refuses_cross_without_parity():
 
 
 def pytest_gate(*args):
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "optbench.gate", "-p", "no:cacheprovider", "-q",
-                           *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    return warm_command.run("-p", "optbench.gate", "-p", "no:cacheprovider", "-q", *args, cwd=REPO, timeout=300,
+                            module="pytest")
 
 
 def test_gate_run_that_collects_no_item_fails():

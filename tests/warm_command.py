@@ -1,17 +1,18 @@
-"""``python -m optbench ARGS`` for the tests, started as a fork of a process that has imported it (tests only).
+"""``python -m optbench ARGS`` (or ``python -m pytest ARGS``, the pytest gate) for the tests, started as a fork of a
+process that has imported it (tests only).
 
 A command that checks one case costs about 10 s of CPU on these 2-core machines, 8 of them starting: the
 interpreter, torch, TorchDynamo, Hydra, pandas and optbench imported again. Tests whose subject is what a run does
-(isolation, resume, a candidate from the working directory, sweeps) run it with ``run`` instead: a fork of a
-server process that imported all that once per pytest process, and never ran a tensor operation or code under test
-(one Python thread, so nothing is lost in the fork, as in optbench's own zygote). The command is then what a new
-interpreter would run: its own process and session, the working directory, environment, ``sys.argv`` and
-``sys.path`` (the working directory, then ``PYTHONPATH``) of a ``python -m optbench`` started there, its own
-standard streams, the default signal handlers, its exit code (negative for a signal) and its ``atexit``
-functions; the server imported with that environment (one is started for each other environment). What it does
-not test is the start itself: which modules a new interpreter finds, the console script, a clone of optbench in the
-working directory, signals sent while it imports. The tests of those start ``python -m optbench`` or the console
-script themselves (tests/test_cli.py, tests/test_bring_your_own.py, tests/test_isolation.py).
+(isolation, resume, a candidate from the working directory, sweeps, the pytest gate's items) run it with ``run``
+instead: a fork of a server process that imported all that once per pytest process, and never ran a tensor
+operation or code under test (one Python thread, so nothing is lost in the fork, as in optbench's own zygote). The
+command is then what a new interpreter would run: its own process and session, the working directory,
+environment, ``sys.argv`` and ``sys.path`` (the working directory, then ``PYTHONPATH``) of a ``python -m`` started
+there, its own standard streams, the default signal handlers, its exit code (negative for a signal) and its
+``atexit`` functions; the server imported with that environment (one is started for each other environment).
+What it does not test is the start itself: which modules a new interpreter finds, the console script, a clone of
+optbench in the working directory, signals sent while it imports. The tests of those start ``python -m optbench``
+or the console script themselves (tests/test_cli.py, tests/test_bring_your_own.py, tests/test_isolation.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from optbench.engine.zygote_process import end_fork
 
 ROOT = Path(__file__).resolve().parents[1]
 PRELOAD = ("torch", "torch._dynamo", "numpy", "pandas", "hydra", "omegaconf", "optbench.cli", "optbench.engine.runner",
-           "optbench.engine.worker", "optbench.report", "optbench.config")
+           "optbench.engine.worker", "optbench.report", "optbench.config", "pytest")
+MODULES = ("optbench", "pytest")  # what a command may run: python -m <module>
 BOOT = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests.warm_command import serve; serve(int(sys.argv[1]))"
 
 
@@ -64,7 +66,7 @@ def serve(fd: int) -> None:
 
 
 def _command(request: dict, fds: list[int], server_fd: int) -> None:
-    """In the fork: become ``python -m optbench ARGS`` started in ``cwd`` with ``env``; never returns."""
+    """In the fork: become ``python -m MODULE ARGS`` started in ``cwd`` with ``env``; never returns."""
     import atexit
     import runpy
 
@@ -80,8 +82,8 @@ def _command(request: dict, fds: list[int], server_fd: int) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.path.insert(0, os.getcwd())
-        sys.argv = [str(ROOT / "optbench" / "__main__.py"), *request["argv"]]
-        runpy.run_module("optbench", run_name="__main__", alter_sys=True)
+        sys.argv = ["-m", *request["argv"]]  # as -m has it while it finds the module; runpy sets argv[0]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -113,9 +115,9 @@ class _Server:
         self.sock.close()  # the server exits at the end of its socket
         self.proc.wait()
 
-    def run(self, argv: list[str], cwd, env: dict, timeout: float | None) -> subprocess.CompletedProcess:
+    def run(self, module: str, argv: list[str], cwd, env: dict, timeout: float | None) -> subprocess.CompletedProcess:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull, "rb") as null:
-            request = {"argv": argv, "cwd": str(cwd), "env": env}
+            request = {"module": module, "argv": argv, "cwd": str(cwd), "env": env}
             socket.send_fds(self.sock, [json.dumps(request).encode()], [null.fileno(), out.fileno(), err.fileno()])
             pid = json.loads(self.sock.recv(4096))["forked"]
             self.sock.settimeout(timeout)
@@ -125,12 +127,12 @@ class _Server:
                 signal_group(pid, signal.SIGKILL)
                 self.sock.settimeout(None)
                 self.sock.recv(4096)
-                raise subprocess.TimeoutExpired(["optbench", *argv], timeout) from None
+                raise subprocess.TimeoutExpired([module, *argv], timeout) from None
             finally:
                 self.sock.settimeout(None)
             out.seek(0)
             err.seek(0)
-            return subprocess.CompletedProcess(["optbench", *argv], ended["code"], out.read().decode(),
+            return subprocess.CompletedProcess([module, *argv], ended["code"], out.read().decode(),
                                                err.read().decode())
 
 
@@ -144,10 +146,12 @@ _SERVER: dict[str, _Server] = {}
 _LOCK = threading.Lock()
 
 
-def run(*args, cwd=ROOT, env: dict | None = None, timeout: float | None = 600) -> subprocess.CompletedProcess:
-    """``subprocess.run([sys.executable, "-m", "optbench", *args], cwd=cwd, env=env, capture_output=True,
+def run(*args, cwd=ROOT, env: dict | None = None, timeout: float | None = 600,
+        module: str = "optbench") -> subprocess.CompletedProcess:
+    """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True,
     text=True, timeout=timeout)``, forked from this pytest process's command server for ``env`` (started at the
     first call with it; one server is kept, replaced when the environment changes)."""
+    assert module in MODULES, module
     env = dict(os.environ if env is None else env)
     with _LOCK:
         server = _SERVER.get("server")
@@ -155,4 +159,4 @@ def run(*args, cwd=ROOT, env: dict | None = None, timeout: float | None = 600) -
             if server is not None:
                 server.close()
             server = _SERVER["server"] = _Server(env)
-        return server.run([str(a) for a in args], cwd, env, timeout)
+        return server.run(module, [str(a) for a in args], cwd, env, timeout)
