@@ -35,7 +35,7 @@ import torch
 from optbench.adapters import live
 from optbench.hyperparameters import reference_value
 from optbench.numerics.one_step import OneStep
-from optbench.numerics.trajectory import as_array
+from optbench.numerics.recording import as_array
 from optbench.reference import load_reference
 from optbench.reference.contract import kind_of
 from optbench.state.batched import per_parameter_state

@@ -10,7 +10,8 @@ import torch
 import optbench
 from optbench.implementations import Implementation
 from optbench.numerics.accuracy import cross_error, err_eps, magnitude, measured
-from optbench.numerics.trajectory import as_array, as_arrays, run_trajectory, snapshot
+from optbench.numerics.recording import as_array, as_arrays, snapshot
+from optbench.numerics.trajectory import run_trajectory
 from optbench.reference import load_reference
 from optbench.suite.catalog import optimizer_suite_names
 from optbench.suite.spec import HparamSet

@@ -32,7 +32,8 @@ from optbench.numerics.accuracy import tolerance_eps
 from optbench.numerics.never_moved import diagnosis, never_moved
 from optbench.numerics.one_step import update_eps
 from optbench.numerics.precision import precision_rows
-from optbench.numerics.trajectory import as_array, run_trajectory
+from optbench.numerics.recording import as_array
+from optbench.numerics.trajectory import run_trajectory
 from optbench.report import tables
 from optbench.results import DECLARED, row
 from optbench.suite.spec import DTYPES, Suite

@@ -34,7 +34,7 @@ import torch.multiprocessing as mp
 
 from optbench.implementations import Implementation
 from optbench.numerics.accuracy import err_eps, moved_err_eps, tolerance_eps
-from optbench.numerics.trajectory import as_array, snapshot
+from optbench.numerics.recording import as_array, snapshot
 from optbench.suite.spec import HparamSet
 from optbench.workloads import Workload
 
@@ -135,7 +135,7 @@ def _set_gradients(named: dict, workload: Workload, step: int, whole: dict) -> N
 
 
 def gathered(optimizer: torch.optim.Optimizer, named: dict) -> Snapshot:
-    """``trajectory.snapshot`` of whole tensors (a collective when sharded: every rank calls it)."""
+    """``recording.snapshot`` of whole tensors (a collective when sharded: every rank calls it)."""
     from torch.distributed.tensor import DTensor
 
     def whole(value):

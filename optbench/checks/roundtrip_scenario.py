@@ -19,7 +19,7 @@ from optbench.hyperparameters import for_torch
 from optbench.implementations.torch_variants import BASELINE
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.one_step import update_eps
-from optbench.numerics.trajectory import as_array, kinds, objective_closure, set_gradients, snapshot
+from optbench.numerics.recording import as_array, kinds, objective_closure, set_gradients, snapshot
 from optbench.reference.contract import kind_of
 from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
 from optbench.state.copies import fresh_copy

@@ -1,10 +1,11 @@
-"""Step an implementation and the float64 reference side by side and measure them after every step.
+"""Step the float64 reference beside an implementation's recorded steps and measure them after every step.
 
-Both start from the same dtype-rounded parameters and receive the same dtype-rounded gradients
-(captured before the implementation steps, so an optimizer that writes into ``.grad`` cannot hide it).
-A closure-driven optimizer (LBFGS) gets a closure over the workload's objective; the reference runs its
-own iterations and line search on the float64 objective, and a second, perturbed reference run sets
-the yardstick its tolerance scales with.
+The implementation's run is recorded first (``numerics.recording``): its parameters, state and the gradients it
+was given, as data. The reference starts from the same dtype-rounded parameters and receives the same dtype-rounded
+gradients (captured before the implementation stepped, so an optimizer that writes into ``.grad`` cannot hide it).
+A closure-driven optimizer (LBFGS) got a closure over the workload's objective; the reference runs its own
+iterations and line search on the float64 objective, and a second, perturbed reference run sets the yardstick its
+tolerance scales with.
 """
 
 from __future__ import annotations
@@ -18,100 +19,21 @@ import torch
 from optbench.adapters.held_as import held as held_precision
 from optbench.implementations import Implementation
 from optbench.numerics.accuracy import err_eps, measured, tolerance_eps
-from optbench.numerics.caller_contract import Given
 from optbench.numerics.master_copy import RoundingYardstick, model_rows
 from optbench.numerics.one_step import OneStep, held_state, within_rounding
-from optbench.numerics.precision import kept_in
+from optbench.numerics.recording import Recording, as_array, record_trajectory
 from optbench.reference import updated
 from optbench.reference.complex import as_complex
 from optbench.reference.contract import decisions_of, eager_state, kind_of
 from optbench.reference.group_step import with_group_step
-from optbench.state.batched import per_parameter_state
 from optbench.suite.schedules import factor as schedule_factor
-from optbench.suite.schedules import torch_scheduler
 from optbench.suite.spec import HparamSet
-from optbench.workloads import Workload, reference_gradient
+from optbench.workloads import Workload
 
 # A closure-driven trajectory is held to max(tolerance_eps, YARDSTICK_FACTOR x the distance between the
 # exact reference and the reference fed objective values perturbed by the dtype's eps): an iterative
 # method with line searches amplifies rounding by its own conditioning (docs/tolerances.md).
 YARDSTICK_FACTOR = 10.0
-
-
-def as_array(value) -> np.ndarray | None:
-    """A state value as float64 NumPy (tensors and Python numbers); None for anything else."""
-    if isinstance(value, torch.Tensor):  # a copy: .to() returns float64 CPU tensors themselves
-        if value.is_sparse:
-            value = value.to_dense()
-        if value.is_complex():
-            return value.detach().to(device="cpu", dtype=torch.complex128, copy=True).numpy()
-        return value.detach().to(device="cpu", dtype=torch.float64, copy=True).numpy()
-    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
-        return np.float64(value)
-    if isinstance(value, np.ndarray) and value.dtype.kind in "fiuc":
-        return value.astype(np.float64) if value.dtype.kind != "c" else value
-    return None
-
-
-def as_arrays(values: list) -> list[np.ndarray | None]:
-    """``as_array`` of each value; the plain dense real tensors of one dtype and device converted together (one
-    concatenation and one cast instead of one per tensor: the same numbers, each array a read-only view of one copy,
-    so that code which broke the reference contract by writing into its inputs raises instead of changing another
-    tensor's numbers)."""
-    out: list = [None] * len(values)
-    together: dict[tuple, list[int]] = {}
-    for i, value in enumerate(values):
-        if (type(value) in (torch.Tensor, torch.nn.Parameter) and value.layout == torch.strided
-                and not value.is_complex()):
-            together.setdefault((value.dtype, value.device), []).append(i)
-        else:
-            out[i] = as_array(value)
-    for indices in together.values():
-        tensors = [values[i].detach() for i in indices]
-        flat = torch.cat([t.reshape(-1) for t in tensors]).to(device="cpu", dtype=torch.float64).numpy()
-        flat.flags.writeable = False
-        for i, t, part in zip(indices, tensors, np.split(flat, np.cumsum([t.numel() for t in tensors])[:-1])):
-            out[i] = part.reshape(t.shape)
-    return out
-
-
-def snapshot(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], np.ndarray]:
-    """Every parameter and state tensor, keyed (fqn, "param" | state key), as float64 NumPy."""
-    keys, values, states = [], [], per_parameter_state(optimizer)
-    for name, p in params.items():
-        keys.append((name, "param"))
-        values.append(p)
-        for key, value in states.get(p, {}).items():
-            keys.append((name, key))
-            values.append(value)
-    return {key: array for key, array in zip(keys, as_arrays(values)) if array is not None}
-
-
-def kinds(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], str]:
-    """What each parameter and state value of ``snapshot`` is held as: a tensor's dtype, else its Python type."""
-    out, states = {}, per_parameter_state(optimizer)
-    for name, p in params.items():
-        out[(name, "param")] = str(p.dtype).removeprefix("torch.")
-        for key, value in states.get(p, {}).items():
-            if as_array(value) is not None:
-                out[(name, key)] = (str(value.dtype).removeprefix("torch.") if isinstance(value, torch.Tensor)
-                                    else type(value).__name__)
-    return out
-
-
-def set_gradients(params: dict[str, torch.nn.Parameter], workload: Workload, step: int) -> None:
-    for name, p in params.items():
-        p.grad = workload.gradient(step, name, p) if p.requires_grad else None
-
-
-def objective_closure(optimizer: torch.optim.Optimizer, params: dict[str, torch.nn.Parameter], workload: Workload):
-    def closure():
-        optimizer.zero_grad(set_to_none=True)
-        loss = workload.objective.torch_loss(params)
-        loss.backward()
-        return loss
-
-    return closure
 
 
 @dataclass
@@ -259,12 +181,6 @@ class _ClosureReference:
         return out
 
 
-def _groups_by_name(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[str, dict]:
-    """FQN -> its param group, by tensor identity (an optimizer built from plain tensors records no param_names)."""
-    names = {id(p): n for n, p in params.items()}
-    return {names[id(p)]: group for group in optimizer.param_groups for p in group["params"] if id(p) in names}
-
-
 def scheduled_lr(documented: float, held) -> float:
     """The lr the reference uses for a step: the documented schedule's value; where the optimizer holds
     its lr in a Tensor, the value that Tensor holds if it is that value rounded (within 2 ulps of its
@@ -292,20 +208,45 @@ def run_trajectory(
     update_eps: float | None = None,
     foreign: bool = False,
 ) -> Trajectory:
-    """Run ``workload.steps`` steps of ``impl`` and of the reference, comparing after each step.
-    With ``one_step`` (gradient-driven optimizers) also check each step from the implementation's own
-    state (``optbench.numerics.one_step``), the update measured in ``update_eps`` where that is coarser than
+    """Run ``workload.steps`` steps of ``impl`` (``recording.record_trajectory``) and judge them against the
+    reference (``judge_trajectory``)."""
+    reference = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
+    kind = kind_of(reference)
+    before = kind == "gradient" and (one_step or decisions_of(reference) is not None)
+    recording = record_trajectory(impl, hset, workload, dtype, device, closure_driven=kind == "closure",
+                                  before=before)
+    return judge_trajectory(recording, impl, hset, reference, defaults, workload, dtype,
+                            reference_options=reference_options, keep_snapshots=keep_snapshots, one_step=one_step,
+                            update_eps=update_eps, foreign=foreign)
+
+
+def judge_trajectory(
+    recording: Recording,
+    impl: Implementation,
+    hset: HparamSet,
+    reference,
+    defaults: dict,
+    workload: Workload,
+    dtype: torch.dtype,
+    *,
+    reference_options: dict | None = None,
+    keep_snapshots: bool = False,
+    one_step: bool = False,
+    update_eps: float | None = None,
+    foreign: bool = False,
+) -> Trajectory:
+    """Step the float64 reference beside ``recording`` and compare after each step. With ``one_step``
+    (gradient-driven optimizers) also check each step from the implementation's own state
+    (``optbench.numerics.one_step``), the update measured in ``update_eps`` where that is coarser than
     the dtype's eps. A ``foreign`` implementation (another class than the one the reference's torch optimizer
     is) may keep state for a parameter that has had no gradient yet or not (torch's Adagrad creates it at
-    construction, other libraries at the first step): until then, such state on one side only is not judged."""
-    params = workload.materialize(dtype, device)
-    stepper = hset.build(impl, params)
-    # float32 masters: implementations.master_weights
-    stepped, judged = stepper.params or params, stepper.precision or dtype
+    construction, other libraries at the first step): until then, such state on one side only is not judged.
+    ``impl`` is read for its candidate spec (data) only: the implementation is never stepped here."""
+    judged, start = recording.judged, recording.start
     eps = torch.finfo(dtype).eps
     tighter = torch.finfo(judged).eps / eps  # rows stay in eps of ``dtype``; masters are held to float32's tolerance
-    start = {n: as_array(p) for n, p in params.items()}  # float64 copies (complex128 for complex parameters)
-    hp = hset.reference_hp(list(params), defaults, {**(reference_options or {}), "dtype_eps": torch.finfo(judged).eps})
+    hp = hset.reference_hp(recording.names, defaults,
+                           {**(reference_options or {}), "dtype_eps": torch.finfo(judged).eps})
     hp = {name: held_precision(h, impl.spec) for name, h in hp.items()}  # options the library holds at lower precision
     for name, meta in workload.meta.items():  # what the parameter carries besides its values (u-muP's mup_type)
         if name in hp:
@@ -316,56 +257,40 @@ def run_trajectory(
     closure_driven = kind == "closure"
     yardstick = None
     if closure_driven:
-        frozen = {n for n, p in params.items() if not p.requires_grad}
+        frozen = set(recording.frozen)
         ref = _ClosureReference(reference, start, hp, workload, frozen)
         yardstick = _ClosureReference(reference, {n: v.copy() for n, v in start.items()}, hp, workload, frozen,
                                       noise=eps)
-        closure = objective_closure(stepper.optimizer, params, workload)
     elif kind == "group":
-        ref = _GroupReference(reference, start, hp, hset.assign(list(params)))
+        ref = _GroupReference(reference, start, hp, hset.assign(recording.names))
     else:
         ref = _GradientReference(reference, start, hp)
-        if stepped is not params:  # masters: how far float32 rounding alone moves them (optbench.numerics.master_copy)
+        if recording.masters:  # how far float32 rounding alone moves them (optbench.numerics.master_copy)
             yardstick = RoundingYardstick(lambda moved: _GradientReference(reference, moved, hp), start, eps * tighter)
-    scheduler = torch_scheduler(hset.schedule, stepper.optimizer) if hset.schedule else None
     base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
-    lr_groups = _groups_by_name(stepper.optimizer, stepped) if hset.schedule else {}
     rows, snapshots, scales, noise, one_sided, adopted = [], [], {}, {}, {}, 0
-    had_grad: set[str] = set()  # FQNs that have had a gradient so far
-    breaches, contract = {}, []  # what a step changed of what the caller gave it: numerics.caller_contract
     skipped = impl.skipped_state  # a candidate spec's ignore (and step: none): compared on neither side
     # The one-step gate feeds one tensor's own state to a per-tensor reference: not for a group-coupled step.
     local = OneStep(reference, hp, judged, update_eps) if one_step and kind == "gradient" else None
-    for step in range(workload.steps):
+    for step, taken in enumerate(recording.steps):
         for h in hp.values():  # step() calls so far, this one included: a per-group step counter's value
             h["iteration"] = float(step + 1)
         for name, lr in base_lr.items():  # the documented schedule, in place (the references hold these dicts)
-            hp[name]["lr"] = scheduled_lr(lr * schedule_factor(hset.schedule, step), lr_groups[name]["lr"])
+            hp[name]["lr"] = scheduled_lr(lr * schedule_factor(hset.schedule, step), taken.lrs[name])
+        decided = {}
         if closure_driven:
-            stepper.step(closure)
             ref.step(None)
             yardstick.step(None)
         else:
-            set_gradients(params, workload, step)
-            had_grad.update(n for n, p in params.items() if p.grad is not None)
-            grads = {n: reference_gradient(p.grad) for n, p in params.items()}
+            grads, before = taken.grads, taken.before
             decides = kind == "gradient" and decisions_of(reference) is not None
-            before = snapshot(stepper.optimizer, stepped) if local or decides else None
             private = dict(ref.state)  # the reference's own state before the step (update never mutates it)
             decided = ref.decided_by_rounding(grads, torch.finfo(judged).eps, before) if decides else {}
-            given = Given(params)
-            stepper.step()
-            for key, what in given.breaches(params).items():
-                if key not in breaches:
-                    breaches[key] = f"{what} (step {step + 1})"
-                    contract.append((step + 1, key[0], key[1], float("inf"), 0.0))
             ref.step(grads)
             if yardstick is not None:
                 yardstick.step(grads)
-        if scheduler is not None:
-            scheduler.step()
-        actual = snapshot(stepper.optimizer, stepped)
-        if not closure_driven and decided:  # a sign decided by rounding: the reference goes on from the impl's side
+        actual = taken.after
+        if decided:  # a sign decided by rounding: the reference goes on from the impl's side
             adopted += ref.adopt(decided, actual)
         expected = ref.expected()
         if skipped:
@@ -375,6 +300,7 @@ def run_trajectory(
         noisy = yardstick.expected() if yardstick is not None else {}
         if local:
             local.record(step + 1, before, actual, grads, private)
+        had_grad = set(recording.had_grad[step])
         keys = [key for key in sorted(expected.keys() | actual.keys()) if not (
             foreign and not closure_driven and key[0] not in had_grad and (key in expected) != (key in actual))]
         # (skipped: state for a parameter not stepped yet, on one side: when it is created is the class's own)
@@ -395,10 +321,10 @@ def run_trajectory(
                 e = float("inf")  # a state tensor only one side keeps
                 one_sided[key[1]] = "the implementation" if key in actual else "the reference"
             rows.append((step + 1, key[0], key[1], e, tol))
-        if stepped is not params:  # the model's own parameters: its masters, rounded (optbench.numerics.master_copy)
+        if recording.masters:  # the model's own parameters: its masters, rounded (optbench.numerics.master_copy)
             held = {n: max(tolerance_eps(step + 1) * tighter, YARDSTICK_FACTOR * noise.get((n, "param"), 0.0))
-                    for n in params}
-            rows += model_rows(step + 1, params, expected, scales, held)
+                    for n in taken.model}
+            rows += model_rows(step + 1, taken.model, expected, scales, held)
         if keep_snapshots:
             snapshots.append(actual)
     columns = ["step", "fqn", "tensor", "err_eps", "tol"]
@@ -406,8 +332,8 @@ def run_trajectory(
     if local:
         errors = pd.concat([errors, pd.DataFrame(local.rows, columns=columns).assign(kind="one-step")],
                            ignore_index=True)
-    if contract:
-        errors = pd.concat([errors, pd.DataFrame(contract, columns=columns).assign(kind="contract")],
+    if recording.contract:
+        errors = pd.concat([errors, pd.DataFrame(recording.contract, columns=columns).assign(kind="contract")],
                            ignore_index=True)
-    return Trajectory(errors, snapshots, kept_in(stepper.optimizer, stepped, params), one_sided,
-                      local.left_out if local else 0, adopted, breaches)
+    return Trajectory(errors, snapshots, recording.kept, one_sided, local.left_out if local else 0, adopted,
+                      recording.breaches)

@@ -33,7 +33,7 @@ from optbench.metrics import (
     TIME_STEPS_PER_ROUND,
     TIME_UNSTABLE,
 )
-from optbench.numerics.trajectory import objective_closure, set_gradients
+from optbench.numerics.recording import objective_closure, set_gradients
 from optbench.perf import ceilings
 from optbench.perf.interleave import paired_ratio
 from optbench.perf.noise import Noise
