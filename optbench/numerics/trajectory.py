@@ -193,31 +193,16 @@ def scheduled_lr(documented: float, held) -> float:
     return documented
 
 
-def run_trajectory(
-    impl: Implementation,
-    hset: HparamSet,
-    reference,
-    defaults: dict,
-    workload: Workload,
-    dtype: torch.dtype,
-    device: torch.device,
-    *,
-    reference_options: dict | None = None,
-    keep_snapshots: bool = False,
-    one_step: bool = False,
-    update_eps: float | None = None,
-    foreign: bool = False,
-) -> Trajectory:
+def run_trajectory(impl: Implementation, hset: HparamSet, reference, defaults: dict, workload: Workload,
+                   dtype: torch.dtype, device: torch.device, **judging) -> Trajectory:
     """Run ``workload.steps`` steps of ``impl`` (``recording.record_trajectory``) and judge them against the
-    reference (``judge_trajectory``)."""
+    reference (``judge_trajectory``, which takes the keywords ``judging``)."""
     reference = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
     kind = kind_of(reference)
-    before = kind == "gradient" and (one_step or decisions_of(reference) is not None)
+    before = kind == "gradient" and (judging.get("one_step", False) or decisions_of(reference) is not None)
     recording = record_trajectory(impl, hset, workload, dtype, device, closure_driven=kind == "closure",
                                   before=before)
-    return judge_trajectory(recording, impl, hset, reference, defaults, workload, dtype,
-                            reference_options=reference_options, keep_snapshots=keep_snapshots, one_step=one_step,
-                            update_eps=update_eps, foreign=foreign)
+    return judge_trajectory(recording, impl, hset, reference, defaults, workload, dtype, **judging)
 
 
 def judge_trajectory(
