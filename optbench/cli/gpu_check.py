@@ -174,7 +174,7 @@ class _Stopper:
     def _watch(self) -> None:
         while self.proc.poll() is None:
             now = time.monotonic()
-            if now > self.deadline + GRACE_S:
+            if now > self.deadline + GRACE_S and not self.how.startswith("killed"):
                 self._signal(signal.SIGKILL)
                 self.how = "killed at its deadline (SIGTERM did not end it)"
             elif now > self.deadline and not self.how:
