@@ -27,7 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from optbench.engine.zygote import signal_group
+from optbench.engine.zygote import UNKEYED, signal_group
 from optbench.engine.zygote_process import end_fork
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ class _Server:
 def _keyed(env: dict) -> dict:
     """The environment a server imports with, all of it but the test's name: what a module reads from it when
     imported (a registry's plugins found on PYTHONPATH, say) is what a new interpreter would have read."""
-    return {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}
+    return {k: v for k, v in env.items() if k not in UNKEYED}  # (as optbench's zygotes are chosen)
 
 
 _SERVER: dict[str, _Server] = {}

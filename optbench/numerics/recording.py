@@ -123,7 +123,6 @@ class Recording:
     kept: dict = field(default_factory=dict)  # ``precision.kept_in`` at the end
     breaches: dict = field(default_factory=dict)  # (fqn, "grad" | "param kind") -> what a step changed, first time
     contract: list = field(default_factory=list)  # its rows: (step, fqn, tensor, inf, 0.0)
-    had_grad: list = field(default_factory=list)  # per step: the FQNs that have had a gradient so far
 
 
 def record_trajectory(impl: Implementation, hset: HparamSet, workload: Workload, dtype: torch.dtype,
@@ -137,7 +136,6 @@ def record_trajectory(impl: Implementation, hset: HparamSet, workload: Workload,
     scheduler = torch_scheduler(hset.schedule, stepper.optimizer) if hset.schedule else None
     groups = _groups_by_name(stepper.optimizer, stepped) if hset.schedule else {}
     closure = objective_closure(stepper.optimizer, params, workload) if closure_driven else None
-    had_grad: set[str] = set()
     for step in range(workload.steps):
         lrs = {n: _held(group["lr"]) for n, group in groups.items()}
         grads = taken = None
@@ -145,7 +143,6 @@ def record_trajectory(impl: Implementation, hset: HparamSet, workload: Workload,
             stepper.step(closure)
         else:
             set_gradients(params, workload, step)
-            had_grad.update(n for n, p in params.items() if p.grad is not None)
             grads = {n: reference_gradient(p.grad) for n, p in params.items()}
             taken = snapshot(stepper.optimizer, stepped) if before else None
             given = Given(params)
@@ -158,7 +155,6 @@ def record_trajectory(impl: Implementation, hset: HparamSet, workload: Workload,
             scheduler.step()
         model = {n: p.detach().to("cpu", copy=True) for n, p in params.items()} if out.masters else {}
         out.steps.append(RecordedStep(grads, snapshot(stepper.optimizer, stepped), taken, lrs, model))
-        out.had_grad.append(sorted(had_grad))
     out.kept = kept_in(stepper.optimizer, stepped, params)
     return out
 

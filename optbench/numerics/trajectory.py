@@ -254,6 +254,7 @@ def judge_trajectory(
             yardstick = RoundingYardstick(lambda moved: _GradientReference(reference, moved, hp), start, eps * tighter)
     base_lr = {n: h["lr"] for n, h in hp.items()} if hset.schedule else {}
     rows, snapshots, scales, noise, one_sided, adopted = [], [], {}, {}, {}, 0
+    had_grad: set[str] = set()  # FQNs that have had a gradient so far
     skipped = impl.skipped_state  # a candidate spec's ignore (and step: none): compared on neither side
     # The one-step gate feeds one tensor's own state to a per-tensor reference: not for a group-coupled step.
     local = OneStep(reference, hp, judged, update_eps) if one_step and kind == "gradient" else None
@@ -268,6 +269,7 @@ def judge_trajectory(
             yardstick.step(None)
         else:
             grads, before = taken.grads, taken.before
+            had_grad.update(n for n, g in grads.items() if g is not None)
             decides = kind == "gradient" and decisions_of(reference) is not None
             private = dict(ref.state)  # the reference's own state before the step (update never mutates it)
             decided = ref.decided_by_rounding(grads, torch.finfo(judged).eps, before) if decides else {}
@@ -285,7 +287,6 @@ def judge_trajectory(
         noisy = yardstick.expected() if yardstick is not None else {}
         if local:
             local.record(step + 1, before, actual, grads, private)
-        had_grad = set(recording.had_grad[step])
         keys = [key for key in sorted(expected.keys() | actual.keys()) if not (
             foreign and not closure_driven and key[0] not in had_grad and (key in expected) != (key in actual))]
         # (skipped: state for a parameter not stepped yet, on one side: when it is created is the class's own)
