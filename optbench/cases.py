@@ -56,6 +56,17 @@ class Outcome:
     line: str = ""
 
 
+@dataclass(frozen=True)
+class Judging:
+    """A candidate's parity case judged from what its worker recorded (``engine.judge``): the recording, checked
+    against the case (``numerics.recording_file.of_the_case``), and what the plan found of the candidate's class,
+    which the judging process never imports (``Blueprint.judging``)."""
+
+    recording: object  # numerics.recording.Recording
+    defaults: dict  # the reference defaults its hparam sets are completed from
+    foreign: bool  # another class than the suite's (``Suite.foreign``)
+
+
 @dataclass
 class RunContext:
     """What every check of one run shares."""
@@ -73,6 +84,9 @@ class RunContext:
     # a case says which part of it runs now ("round-trip scenario 'reversed'"): a worker that dies names it
     progress: Callable[[str], None] = field(default=lambda what: None, repr=False)  # (no one listens: jobs=0)
     crashed: dict[str, str] = field(default_factory=dict, repr=False)  # part -> how a worker died in it before
+    # a candidate's parity case in a worker writes its recording here, for the judge (``engine.judge``) ...
+    recording_to: object = field(default=None, repr=False)  # a Path, or None
+    judging: Judging | None = field(default=None, repr=False)  # ... which judges it from this
     _workloads: dict = field(default_factory=dict, repr=False)
     _available: dict = field(default_factory=dict, repr=False)
 

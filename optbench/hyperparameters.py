@@ -121,3 +121,39 @@ def describe(options: Mapping) -> str:
         shown = f"tensor({value['tensor']})" if is_tensor_form(value) else value
         parts.append(f"{key}={shown}")
     return ", ".join(parts) or "defaults"
+
+
+def as_data(value):
+    """A constructor default as JSON data that ``from_data`` reads back to an equal value: numbers (non-finite
+    ones too), strings, None, lists, tuples, dicts and torch dtypes; anything else as ``{"opaque": repr}``."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else {"float": repr(value)}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    if isinstance(value, (list, tuple)):
+        return {"tuple" if isinstance(value, tuple) else "list": [as_data(v) for v in value]}
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return {"dict": {k: as_data(v) for k, v in value.items()}}
+    return {"opaque": repr(value)}
+
+
+def from_data(data):
+    """``as_data``'s value back (ValueError for an opaque one: it cannot be rebuilt from its repr)."""
+    if not isinstance(data, dict):
+        return data
+    (kind, value), = data.items()
+    if kind == "float":
+        return float(value)
+    if kind == "dtype":
+        dtype = getattr(torch, str(value), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"{value!r} is no torch dtype")
+        return dtype
+    if kind in ("tuple", "list"):
+        items = [from_data(v) for v in value]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "dict":
+        return {str(k): from_data(v) for k, v in value.items()}
+    raise ValueError(f"a default held as {kind} {value!r} cannot be rebuilt as data")

@@ -103,7 +103,8 @@ def one_sided_detail(one_sided: dict, suite: Suite) -> str:
     # one_step: also check each step from the implementation's own state, a tight gate at every dtype
     # (docs/tolerances.md); false leaves the free-running trajectory alone (Muon keeps its update check, which its
     # bfloat16 update needs)
-    config={"one_step": True},
+    # keep_recordings: keep what a candidate's worker recorded for the judge (recordings/case-N.npz, engine.judge)
+    config={"one_step": True, "keep_recordings": False},
     sections=lambda rows: [("Parity cases", tables.parity(rows)),
                            ("State precision (the dtype each tensor was kept in)", tables.precision(rows)),
                            ("Worst tensors (failing cases, top 5)", tables.worst(rows))])
@@ -151,7 +152,8 @@ class ParityCheck:
         if case.skip:
             return Outcome([row(labels, check="parity", metric=CASE_SKIPPED, value=1, status="skip",
                                 detail=f"not available on {case.device.type}/{case.dtype}: {case.skip}")])
-        why = unsupported(case, ctx)
+        judging = ctx.judging  # judged here from what the case's worker recorded (engine.judge)
+        why = unsupported(case, ctx) if judging is None else ""
         if why:
             return Outcome([row(labels, check="parity", metric=CASE_UNSUPPORTED, value=1, status="unsupported",
                                 detail=f"{why} (options: {describe(case.hset.options)})")],
@@ -161,12 +163,16 @@ class ParityCheck:
         declared = suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name)
         raising = [d for d in declared if d.whole_case]
         try:
-            defaults = suite.defaults(case.impl.optimizer_class, case.impl.spec)
+            defaults = (judging.defaults if judging is not None
+                        else suite.defaults(case.impl.optimizer_class, case.impl.spec))
             traj = run_trajectory(case.impl, case.hset, suite.reference, defaults,
                                   workload, DTYPES[case.dtype], ctx.device,
                                   reference_options=case.impl.reference_options(suite.reference_options),
                                   keep_snapshots=True, one_step=one_step(ctx, suite, case.dtype),
-                                  update_eps=update_eps(suite, case.dtype), foreign=suite.foreign(case.impl))
+                                  update_eps=update_eps(suite, case.dtype),
+                                  foreign=judging.foreign if judging is not None else suite.foreign(case.impl),
+                                  recorded=judging.recording if judging is not None else None,
+                                  save_to=ctx.recording_to)
         except Exception as exc:
             declared = next((d for d in raising if d.raised_by(exc)), None)
             if declared is None:

@@ -60,6 +60,10 @@ class Blueprint:
     candidate: str | None = None
     candidate_meta: dict | None = None
     inputs: dict = field(default_factory=dict)
+    # what the judge of a candidate's parity (``engine.judge``) reads of its class, which it never imports: the
+    # reference defaults (``hyperparameters.as_data``), whether it is ``foreign`` to the suite's class and whether
+    # the suite's declared deviations cover it; found where the plan was made, before any case ran
+    judging: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self) | {"entries": [asdict(e) for e in self.entries]}
@@ -70,7 +74,10 @@ class Blueprint:
         entries = tuple(Entry(str(e["check"]), dict(e["labels"]), str(e["group"]), bool(e["compiled"]))
                         for e in data["entries"])
         inputs = {str(k): str(v) for k, v in dict(data.get("inputs") or {}).items()}
-        made = cls(entries, str(data["fingerprint"]), data.get("candidate"), data.get("candidate_meta"), inputs)
+        judging = data.get("judging")
+        made = cls(entries, str(data["fingerprint"]), data.get("candidate"), data.get("candidate_meta"), inputs,
+                   {"defaults": dict(judging["defaults"]), "foreign": bool(judging["foreign"]),
+                    "inherits_deviations": bool(judging["inherits_deviations"])} if judging else None)
         if fingerprint(entries, inputs) != made.fingerprint:
             raise ValueError("the plan's entries do not match its fingerprint")
         return made

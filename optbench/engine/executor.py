@@ -47,11 +47,23 @@ def threads(n: int | None):
         torch.set_num_threads(before)
 
 
-class Executor:
-    """Runs the cases of a plan in this process, with the run's ``ctx`` and ``seed``."""
+def recording_path(folder, index: int) -> Path:
+    """Where the planned case ``index`` writes its recording for the judge (``engine.judge``)."""
+    return Path(folder) / f"case-{int(index)}.npz"
 
-    def __init__(self, ctx: RunContext, seed: int):
-        self.ctx, self.seed = ctx, seed
+
+def judged_apart(check, case: Case) -> bool:
+    """Whether a case's verdict is the judge's (``engine.judge``), from what its worker records: a candidate's
+    parity."""
+    return check.name == "parity" and case.impl is not None and case.impl.is_candidate
+
+
+class Executor:
+    """Runs the cases of a plan in this process, with the run's ``ctx`` and ``seed``; ``record_dir``: a candidate's
+    parity case also writes its recording there (``recording_path``), for the judge (``engine.judge``)."""
+
+    def __init__(self, ctx: RunContext, seed: int, record_dir: str | None = None):
+        self.ctx, self.seed, self.record_dir = ctx, seed, record_dir
         self.threads = torch.get_num_threads()  # this process's own, before any code under test ran
 
     def reset_for_unit(self) -> None:
@@ -86,10 +98,12 @@ class Executor:
             if progress is not None:
                 self.ctx.progress = lambda what, i=index: progress(i, what)
             self.ctx.crashed = dict(crashed[0]) if crashed else {}
+            if self.record_dir and mode == "run" and judged_apart(*plan[index]):
+                self.ctx.recording_to = recording_path(self.record_dir, index)
             try:
                 yield (index, mode, *self.execute(*plan[index]))
             finally:
-                self.ctx.progress, self.ctx.crashed = quiet, {}
+                self.ctx.progress, self.ctx.crashed, self.ctx.recording_to = quiet, {}, None
 
     def execute(self, check, case: Case) -> tuple[list[dict], str]:
         """Run one case here: its rows (an exception, ``SystemExit`` included, becomes an ``error`` row) and

@@ -39,6 +39,7 @@ from optbench.engine.selection import (
     resolve_steps,
     resolve_timing,
 )
+from optbench.hyperparameters import as_data
 from optbench.implementations.candidate import candidate_meta
 from optbench.reference import load_reference
 from optbench.settings import Settings
@@ -120,11 +121,14 @@ class Planner:
         if self._blueprint is None:
             entries = tuple(Entry(check.name, case.labels, group_key(case.suite.name, check.group(case)),
                                   bool(getattr(case.impl, "compiled", False))) for check, case in self.plan())
-            candidate, meta = self.ctx.candidate, None
+            candidate, meta, judging, suite = self.ctx.candidate, None, None, self.suites[0]
             if candidate is not None:
-                meta = candidate_meta(candidate, self.suites[0].defaults(candidate.optimizer_class, candidate.spec))
+                defaults = suite.defaults(candidate.optimizer_class, candidate.spec)
+                meta = candidate_meta(candidate, defaults)
+                judging = {"defaults": {k: as_data(v) for k, v in defaults.items()},
+                           "foreign": suite.foreign(candidate), "inherits_deviations": candidate.inherits_deviations}
             name, inputs = candidate.name if candidate is not None else None, self.inputs()
-            self._blueprint = Blueprint(entries, fingerprint(entries, inputs), name, meta, inputs)
+            self._blueprint = Blueprint(entries, fingerprint(entries, inputs), name, meta, inputs, judging)
         return self._blueprint
 
     def inputs(self) -> dict[str, str]:

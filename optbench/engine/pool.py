@@ -150,15 +150,21 @@ class Worker:
 
 class Pool:
     """Run units on up to ``jobs`` workers; ``record(index, rows, line)`` is called once per planned case, in
-    the order cases finish, in this (the parent's) thread: the run's one writer. ``fingerprint()`` is the plan's,
+    the order cases finish, in this (the parent's) thread: the run's one writer. A case whose verdict is the
+    judge's (``engine.judge``: a candidate's parity) is recorded once judged; a worker that sends the result of a
+    case it is not running is killed, that case an error row. ``fingerprint()`` is the plan's,
     which each worker's must match: asked once a worker is ready, so workers may be started (``prestart``) while
     the parent still plans."""
 
     def __init__(self, jobs: int, init: dict, logs: Path, timeout_s: float, labels_of: Callable[[int], dict],
-                 record: Callable[[int, list[dict], str], None], fingerprint: Callable[[], str]):
+                 record: Callable[[int, list[dict], str], None], fingerprint: Callable[[], str], judge=None):
         self.jobs, self.init, self.logs, self.timeout_s = max(1, jobs), init, logs, float(timeout_s)
         self.labels_of, self.record, self.fingerprint = labels_of, record, fingerprint
         self.events: queue.Queue = queue.Queue()
+        # ``judge(events)``: the run's ``engine.judge.Judge`` (a candidate's parity verdicts), told where to report
+        self.judge = judge(self.events) if judge is not None else None
+        if self.judge is not None:
+            self.init = {**init, "record_dir": str(self.judge.folder)}
         self.workers: list[Worker] = []
         self.started = 0  # workers started so far: a new number means a fresh process
         self.fresh = True
@@ -169,7 +175,7 @@ class Pool:
         self.fresh = fresh
         pending = deque(units)
         limit = self.jobs if jobs is None else max(1, jobs)
-        while pending or any(w.unit for w in self.workers):
+        while pending or any(w.unit for w in self.workers) or (self.judge is not None and self.judge.busy):
             idle = [w for w in self.workers if w.unit is None and w.ready]
             while pending and (idle or len(self.workers) < limit) and self._busy() < limit:
                 worker = idle.pop() if idle else self._start()
@@ -204,7 +210,8 @@ class Pool:
     def _handle(self, pending: deque) -> None:
         busy = [w for w in self.workers if w.unit is not None]
         deadline = min([w.started_at + self.timeout_s for w in busy if w.ready and w.current is not None]
-                       + [w.born + START_TIMEOUT_S for w in self.workers if not w.ready], default=None)
+                       + [w.born + START_TIMEOUT_S for w in self.workers if not w.ready]
+                       + [t for t in [self.judge and self.judge.deadline()] if t], default=None)
         wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()) + 0.05)
         try:  # never blocks for long: Ctrl-C and SIGTERM reach this thread within a second
             worker, event = self.events.get(timeout=wait)
@@ -219,6 +226,12 @@ class Pool:
                 if w.current is not None and now - w.started_at > self.timeout_s:
                     w.kill()
                     self._died(w, pending, f"ran past case_timeout_s={self.timeout_s:g} s and was killed")
+            for index, rows, line in self.judge.given_up(now) if self.judge is not None else []:
+                self.record(index, rows, line)
+            return
+        if worker is self.judge:
+            if (judged := self.judge.done(event)) is not None:
+                self.record(*judged)
             return
         if worker not in self.workers:
             return  # a replaced worker's last words
@@ -237,10 +250,22 @@ class Pool:
             if event.get("index") == worker.current:
                 worker.doing = bounded(str(event.get("what", "")), 200)
         elif kind == "case":
+            index, unit = event.get("index"), worker.unit
+            if unit is None or index != worker.current or index not in unit.items or (
+                    ("rows" in event) == (index in unit.done)):  # rows once per case run, none for a replay
+                worker.kill()
+                self._died(worker, pending, "sent the result of a case it was not running and was killed")
+                return
             worker.current, worker.doing = None, ""
             if "rows" in event:
-                worker.unit.done.append(event["index"])
-                self.record(event["index"], event["rows"], event.get("line", ""))
+                index, rows, line = event["index"], event["rows"], event.get("line", "")
+                worker.unit.done.append(index)
+                if self.judge is not None and self.judge.wants(index):  # its verdict is the judge's
+                    taken = self.judge.take(index, rows, line)
+                    if taken is not None:
+                        self.record(index, *taken)
+                else:
+                    self.record(index, rows, line)
         elif kind == "unit-done":
             worker.unit = None
         elif kind == "exit":
@@ -301,6 +326,8 @@ class Pool:
 
     def close(self) -> None:
         """Stop every worker (at the end, or on an interrupt: their unfinished cases stay unrecorded)."""
+        if self.judge is not None:
+            self.judge.close()
         for worker in self.workers:  # idle or abandoned: nothing of theirs is left to wait for
             worker.close()
         stop_groups([worker.proc for worker in self.workers])

@@ -5,9 +5,10 @@ one-line UsageError) and plans the (check, case) pairs; the plan's ``Blueprint``
 units (a group of cases sharing scratch, else one case) that run in worker processes (``engine.pool``), ``jobs`` at
 a time, the measuring checks (speed, memory, scaling) after the rest, one at a time, with nothing else running. A
 run that checks a candidate in workers makes its plan in a worker too (``engine.remote_plan``): this process never
-imports, inspects or builds the code under test; the ``Executor`` runs a unit's cases (in a
-worker, or here with ``jobs=0``); the ``RunWriter`` is the parent's one writer: each finished case to the journal
-(``optbench.journal``) at once, results.json/csv and the report once at the end, interrupted or not.
+imports, inspects or builds the code under test, and judges a candidate's parity itself from what its worker
+recorded (``engine.judge``); the ``Executor`` runs a unit's cases (in a worker, or here with ``jobs=0``); the
+``RunWriter`` is the parent's one writer: each finished case to the journal (``optbench.journal``) at once,
+results.json/csv and the report once at the end, interrupted or not.
 ``Results.verdict`` (``optbench.results.verdict``) decides the exit code.
 """
 
@@ -25,6 +26,7 @@ from optbench.cases import Case
 from optbench.engine.blueprint import Blueprint, changed_inputs
 from optbench.engine.executor import Executor, quiet_torch
 from optbench.engine.interrupts import Interrupted, MaxFailuresReached, sigterm_interrupts
+from optbench.engine.judge import Judge
 from optbench.engine.machine import machine_info
 from optbench.engine.out_dir import claim
 from optbench.engine.planner import Planner
@@ -195,7 +197,14 @@ class SuiteRun:
     def pool(self, init: dict, record, jobs: int | None = None) -> Pool:
         """Worker processes (``jobs``, else the run's) for this run's plan, each finished case to ``record``."""
         return Pool(jobs or self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
-                    record, self.plan_fingerprint)
+                    record, self.plan_fingerprint, self._judge if self.candidate_in_workers else None)
+
+    def _judge(self, events) -> Judge:
+        """The judge of the candidate's parity cases (``engine.judge``), reporting to a pool's ``events``."""
+        folder = self.results.out_dir / "recordings"
+        folder.mkdir(exist_ok=True)
+        return Judge(self.planner, self.blueprint, str(self.planner.cfg.candidate), folder,
+                     bool(self.planner.settings.parity.keep_recordings), self.case_timeout_s, events)
 
     def _repeat(self, units: list[Unit], repeats: int, init: dict | None) -> None:
         """The speed units ``repeats`` times (optbench.engine.repeats.run_repeated); each case recorded once."""

@@ -7,7 +7,8 @@ back when the worker dies.
 
 A planning worker (``engine.remote_plan``) is sent one ``{"op": "plan", "cfg": ..., "config_dirs": ...,
 "sys_path": ...}``, answers ``planned`` (the plan as data), ``refused`` (a usage error) or ``failed``, and exits.
-Requests: ``{"op": "init", "cfg": ..., "config_dirs": ..., "sys_path": ...}`` once, then ``{"op": "unit",
+Requests: ``{"op": "init", "cfg": ..., "config_dirs": ..., "sys_path": ..., "record_dir": ...}`` once (a candidate's
+parity cases write their recordings into ``record_dir`` for the parent's judge, ``engine.judge``), then ``{"op": "unit",
 "items": [[index, "run" | "replay"], ...], "fresh": true}`` (``fresh: false`` goes on from the state the last
 request left: the pytest gate sends a group's cases one request each). Events: ``ready`` (the plan's size and
 fingerprint, which the parent compares with its own), ``start`` (a case began: the parent's clock for the
@@ -57,7 +58,8 @@ def serve(requests, out) -> None:
 
                 quiet_torch()
                 planner = Planner(OmegaConf.create(request["cfg"]), config_dirs=request["config_dirs"])
-                plan, executor = planner.plan(), Executor(planner.ctx, planner.seed)
+                plan = planner.plan()
+                executor = Executor(planner.ctx, planner.seed, request.get("record_dir"))
             except BaseException as exc:
                 _send(out, {"ev": "failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
                             "traceback": traceback.format_exc()})

@@ -11,6 +11,7 @@ tolerance scales with.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from optbench.numerics.accuracy import err_eps, measured, tolerance_eps
 from optbench.numerics.master_copy import RoundingYardstick, model_rows
 from optbench.numerics.one_step import OneStep, held_state, within_rounding
 from optbench.numerics.recording import Recording, as_array, record_trajectory
+from optbench.numerics.recording_file import save_recording
 from optbench.reference import updated
 from optbench.reference.complex import as_complex
 from optbench.reference.contract import decisions_of, eager_state, kind_of
@@ -194,15 +196,20 @@ def scheduled_lr(documented: float, held) -> float:
 
 
 def run_trajectory(impl: Implementation, hset: HparamSet, reference, defaults: dict, workload: Workload,
-                   dtype: torch.dtype, device: torch.device, **judging) -> Trajectory:
-    """Run ``workload.steps`` steps of ``impl`` (``recording.record_trajectory``) and judge them against the
-    reference (``judge_trajectory``, which takes the keywords ``judging``)."""
-    reference = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
-    kind = kind_of(reference)
-    before = kind == "gradient" and (judging.get("one_step", False) or decisions_of(reference) is not None)
-    recording = record_trajectory(impl, hset, workload, dtype, device, closure_driven=kind == "closure",
-                                  before=before)
-    return judge_trajectory(recording, impl, hset, reference, defaults, workload, dtype, **judging)
+                   dtype: torch.dtype, device: torch.device, *, recorded: Recording | None = None,
+                   save_to: Path | None = None, **judging) -> Trajectory:
+    """Run ``workload.steps`` steps of ``impl`` (``recording.record_trajectory``; ``save_to``: the recording also
+    written there, ``numerics.recording_file``) and judge them against the reference (``judge_trajectory``, which
+    takes the keywords ``judging``); ``recorded``: judge that recording instead, made by another process."""
+    if recorded is None:
+        wide = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
+        kind = kind_of(wide)
+        before = kind == "gradient" and (judging.get("one_step", False) or decisions_of(wide) is not None)
+        recorded = record_trajectory(impl, hset, workload, dtype, device, closure_driven=kind == "closure",
+                                     before=before)
+        if save_to is not None:
+            save_recording(recorded, save_to)
+    return judge_trajectory(recorded, impl, hset, reference, defaults, workload, dtype, **judging)
 
 
 def judge_trajectory(

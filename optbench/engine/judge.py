@@ -1,0 +1,188 @@
+"""The judge of a candidate's parity: its verdict from numbers, in the parent, which never imports the code under test.
+
+A candidate's parity case (``executor.judged_apart``) runs in a worker as any case does, and also writes what the
+candidate did as a recording (``numerics.recording_file``) into the run's ``recordings/`` folder. The worker's rows
+for that case are not the case's: the parent hands the recording to its ``Judge``, a thread of the parent process
+(which has never imported, inspected or built the candidate; the float64 references and optbench's checks there are
+as they were loaded), which checks the recording against the case it planned itself (``of_the_case``: names,
+steps, shapes, precision, its own start and the workload's gradients), steps the reference beside it and writes the
+case's rows with the parity check's own code. What the judge knows of the candidate's class (its defaults, whether
+it is another class than the suite's, whether the suite's deviations cover it) is what the plan found
+(``Blueprint.judging``). A case whose worker wrote no recording keeps only the rows that give no verdict (error,
+unsupported, skip, fail); a pass, xpass or xfail without a recording is refused: only the judge gives those. A
+recording the judge refuses, or a judgement that raises, is an error row; a judgement that outlives
+``case_timeout_s`` is given up (an error row) and the judge goes on in a fresh thread. The recording is deleted
+once judged unless ``parity.keep_recordings`` is set.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from optbench.cases import Case, Judging, RunContext
+from optbench.checks import REGISTRY
+from optbench.engine.blueprint import Blueprint
+from optbench.engine.executor import Executor, recording_path
+from optbench.engine.selection import candidate_spec
+from optbench.hyperparameters import from_data
+from optbench.implementations import Implementation
+from optbench.metrics import CASE_ERROR, RUN_CASE_S
+from optbench.numerics.recording_file import RecordingError, largest, load_recording, of_the_case
+from optbench.results import row
+from optbench.suite.spec import DTYPES
+
+VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
+
+
+class Judge:
+    """Judges the recordings of a run's candidate parity cases, one at a time, in a thread of this process; each
+    result goes to ``events`` as ``(judge, {"ev": "judged", "index", "rows", "line"})``."""
+
+    def __init__(self, planner, blueprint: Callable[[], Blueprint], candidate: str, folder: Path, keep: bool,
+                 timeout_s: float, events: queue.Queue):
+        self.planner, self.blueprint, self.candidate = planner, blueprint, candidate
+        self.folder, self.keep, self.timeout_s, self.events = Path(folder), keep, float(timeout_s), events
+        self.jobs: queue.Queue = queue.Queue()
+        self.pending: dict[int, float | None] = {}  # index -> when its judging began (None: queued)
+        self.generation = 0  # a thread given up on (past the timeout) finds it changed and sends nothing
+        self._ctx: RunContext | None = None
+        self._thread: threading.Thread | None = None
+
+    def wants(self, index: int) -> bool:
+        blueprint = self.blueprint()
+        entry = blueprint.entries[index]
+        return (entry.check == "parity" and blueprint.candidate is not None
+                and entry.labels["impl"] == blueprint.candidate)
+
+    def take(self, index: int, rows: list[dict], line: str) -> tuple[list[dict], str] | None:
+        """A judged case's rows from its worker: queued for judging (None) where it wrote its recording, else the
+        rows to record now (a verdict among them refused)."""
+        if recording_path(self.folder, index).is_file():
+            self.pending[index] = None
+            self.jobs.put((index, [r for r in rows if r.get("metric") == RUN_CASE_S]))  # what the case cost
+            if self._thread is None or not self._thread.is_alive():
+                self._start()
+            return None
+        if not any(r.get("status") in VERDICTS for r in rows):
+            return rows, line
+        return self._error(index, "its worker sent a verdict without a recording: a candidate's parity verdict is "
+                                  "the judge's, from what the worker records")
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending)
+
+    def deadline(self) -> float | None:
+        began = [t for t in self.pending.values() if t is not None]
+        return min(began) + self.timeout_s if began else None
+
+    def given_up(self, now: float) -> list[tuple[int, list[dict], str]]:
+        """The judgements past ``case_timeout_s``, as error rows; the rest go on in a fresh thread."""
+        late = [i for i, t in self.pending.items() if t is not None and now - t > self.timeout_s]
+        if not late:
+            return []
+        for index in late:
+            del self.pending[index]
+        self.generation += 1
+        self._ctx = None  # the stuck thread keeps its own
+        self._start()
+        return [(i, *self._error(i, f"judging its recording ran past case_timeout_s={self.timeout_s:g} s"))
+                for i in late]
+
+    def done(self, event: dict) -> tuple[int, list[dict], str] | None:
+        """A ``judged`` event's case and rows, once (None for one given up on)."""
+        index = event["index"]
+        if self.pending.pop(index, "gone") == "gone":
+            return None
+        return index, event["rows"], event["line"]
+
+    def close(self) -> None:
+        """Stop judging (what is still queued stays unrecorded, as a worker's unfinished cases do); the recordings
+        no case was judged from (a worker that died after writing one) go too, unless kept, and then the folder if
+        nothing else is in it."""
+        self.generation += 1
+        self.jobs.put((None, []))
+        for path in [] if self.keep else self.folder.glob("case-*.npz"):
+            path.unlink(missing_ok=True)
+        try:
+            self.folder.rmdir()
+        except OSError:
+            pass
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._serve, args=(self.generation,), daemon=True)
+        self._thread.start()
+
+    def _serve(self, generation: int) -> None:
+        while generation == self.generation:
+            index, cost = self.jobs.get()
+            if index is None or generation != self.generation:
+                self.jobs.put((index, cost))  # not this thread's: the next one's
+                return
+            if index not in self.pending:
+                continue
+            self.pending[index] = time.monotonic()
+            try:
+                rows, line = self._judged(index)
+            except Exception as exc:  # a harness bug: the case is an error, never a silent pass or a lost case
+                rows, line = self._error(index, f"the judge failed: {type(exc).__name__}: {exc}")
+            if generation == self.generation:
+                self.events.put((self, {"ev": "judged", "index": index, "rows": rows + cost, "line": line}))
+
+    def _judged(self, index: int) -> tuple[list[dict], str]:
+        path = recording_path(self.folder, index)
+        try:
+            case = self._case(index)
+            ctx = self._context()
+            workload = ctx.workload(case.suite, case.hset, case.dtype)
+            recording = of_the_case(load_recording(path, largest(workload)), workload, DTYPES[case.dtype],
+                                    ctx.device)
+        except (RecordingError, LookupError) as exc:
+            return self._error(index, f"its recording was refused: {exc}")
+        finally:
+            if not self.keep:
+                path.unlink(missing_ok=True)
+        facts = self.blueprint().judging or {}
+        try:
+            defaults = (case.suite.defaults() if case.suite.optimizer_class() is not None
+                        else {k: from_data(v) for k, v in facts.get("defaults", {}).items()})
+        except ValueError as exc:
+            return self._error(index, f"its recording cannot be judged apart: {exc}")
+        ctx.judging = Judging(recording, defaults, bool(facts.get("foreign", False)))
+        try:
+            rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["parity"], case)
+        finally:
+            ctx.judging = None
+        return [r for r in rows if r.get("metric") != RUN_CASE_S], line
+
+    def _case(self, index: int) -> Case:
+        """The planned case, built here from the plan's labels: the candidate stands in as its spec (data) alone."""
+        labels = self.blueprint().entries[index].labels
+        suite = next((s for s in self.planner.suites if s.name == labels["suite"]), None)
+        hset = next((h for h in suite.hparams if h.name == labels["hparams"]), None) if suite else None
+        if hset is None:
+            raise LookupError(f"the judge plans no parity case {labels['suite']}/{labels['hparams']}")
+        facts = self.blueprint().judging or {}
+        impl = Implementation(labels["impl"], None, is_candidate=True, spec=candidate_spec(self.candidate, suite),
+                              inherits_deviations=bool(facts.get("inherits_deviations", False)))
+        case = Case(suite, impl, labels["dtype"], hset, self.planner.device)
+        if case.labels != labels:
+            raise LookupError(f"the judge planned another case ({case.labels}) than {labels}")
+        return case
+
+    def _context(self) -> RunContext:
+        if self._ctx is None:
+            p = self.planner
+            self._ctx = RunContext(settings=p.settings, device=p.device, steps=p.steps, seed=p.seed, impls={},
+                                   dtypes=p.dtypes, compile_dtypes=None)
+        return self._ctx
+
+    def _error(self, index: int, detail: str) -> tuple[list[dict], str]:
+        labels = self.blueprint().labels_of(index)
+        check = labels.pop("check")
+        return ([row(labels, check=check, metric=CASE_ERROR, value=1, status="error", detail=detail)],
+                f"  ERROR {check} {labels['impl']} {labels['dtype']} {labels['hparams']}: {detail}")

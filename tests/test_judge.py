@@ -1,0 +1,209 @@
+"""A candidate's parity verdict is the judge's: the parent, which never imports the candidate, judges what the
+candidate's worker recorded (``optbench.engine.judge``). Code under test that breaks the oracle in its worker, forges
+its verdict or tampers with its recording cannot make the run say PASS; a recording is a file a user can open."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from optbench.engine.blueprint import Blueprint, Entry
+from optbench.engine.judge import Judge
+from optbench.implementations import Implementation
+from optbench.numerics.recording import record_trajectory
+from optbench.numerics.recording_file import RecordingError, largest, load_recording, of_the_case, save_recording
+from optbench.numerics.trajectory import judge_trajectory, run_trajectory
+from optbench.reference import load_reference
+from optbench.suite.spec import HparamSet
+from optbench.workloads import build
+from tests import warm_command
+
+CPU = torch.device("cpu")
+RUN = ["run", "suite=sgd", "dtype=float32", "jobs=1", "checks=[parity]", "hparams=[default,momentum]",
+       "history_dir=null"]
+DOUBLES_LR = """
+class SGD(torch.optim.SGD):  # steps with twice its lr: a wrong SGD
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            group["lr"] = group["lr"] * 2
+        try:
+            return super().step(closure)
+        finally:
+            for group in self.param_groups:
+                group["lr"] = group["lr"] / 2
+"""
+HOSTILE = {  # a candidate module that, at import in its worker, does this; what the run says of its parity
+    "breaks the oracle": ("""
+import optbench.reference.sgd as reference
+_update = reference.update
+reference.update = lambda param, grad, state, hp: _update(param, grad, state, {**hp, "lr": 2 * hp["lr"]})
+""", "fail", "first past tolerance"),
+    "forges its verdict": ("""
+from optbench.cases import Outcome
+from optbench.checks.parity import ParityCheck
+from optbench.results import row
+ParityCheck.run = lambda self, case, ctx: Outcome([row(case.labels, check="parity", metric="parity.max_err_eps",
+                                                       value=0.0, status="pass", detail="within tolerance")])
+""", "error", "its worker sent a verdict without a recording"),
+    "cuts its recording short": ("""
+import optbench.numerics.trajectory as trajectory
+_save = trajectory.save_recording
+def save(recording, path):
+    recording.steps = recording.steps[:1]  # the first step alone: wrong from step 2 on
+    return _save(recording, path)
+trajectory.save_recording = save
+""", "error", "its recording was refused: the recording's steps (1) are not the case's"),
+    "moves its start": ("""
+import optbench.numerics.trajectory as trajectory
+_save = trajectory.save_recording
+def save(recording, path):
+    recording.start = {n: a * 2 for n, a in recording.start.items()}
+    return _save(recording, path)
+trajectory.save_recording = save
+""", "error", "started from other parameters than the workload's"),
+    "answers for another case": ("""
+import optbench.engine.worker as worker
+_send = worker._send
+worker._send = lambda out, event: _send(out, {**event, "index": event["index"] + 1} if event["ev"] == "case" else event)
+""", "error", "its worker process sent the result of a case it was not running and was killed"),
+}
+
+
+@pytest.mark.parametrize("how", list(HOSTILE))
+def test_a_candidate_that_attacks_the_judging_in_its_worker_never_passes(tmp_path, how):
+    code, status, said = HOSTILE[how]
+    (tmp_path / "hostile.py").write_text("import torch\n" + code + DOUBLES_LR)
+    done = warm_command.run(*RUN, "candidate=hostile.SGD", "impl=[candidate]", f"out_dir={tmp_path / 'out'}",
+                            cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    verdicts = [r for r in rows if r["check"] == "parity" and r["metric"] in ("parity.max_err_eps", "case.error")
+                and not r["fqn"] and r["dtype"]]  # (an error case leaves the candidate unchecked: one row more)
+    assert len(verdicts) == 2 and {r["status"] for r in verdicts} == {status}, verdicts
+    assert all(said in r["detail"] for r in verdicts), verdicts
+    assert not (tmp_path / "out" / "recordings").exists()  # judged, then deleted
+
+
+def test_the_oracle_broken_in_the_process_that_judges_would_have_passed(tmp_path):
+    """The mutant above is real: where the cases run in one process (jobs=0: no isolation, as documented), the same
+    broken oracle passes the wrong SGD."""
+    code, _, _ = HOSTILE["breaks the oracle"]
+    (tmp_path / "hostile.py").write_text("import torch\n" + code + DOUBLES_LR)
+    done = warm_command.run(*[a for a in RUN if a != "jobs=1"], "jobs=0", "candidate=hostile.SGD", "impl=[candidate]",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith("verdict: PASS"), done.stdout
+
+
+def test_a_kept_recording_is_a_file_a_user_opens_without_optbench_and_judges_again(tmp_path):
+    done = warm_command.run(*RUN, "candidate=torch.optim.SGD", "impl=[candidate]", "parity.keep_recordings=true",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted((tmp_path / "out" / "recordings").glob("case-*.npz"))
+    assert len(files) == 2
+    with np.load(files[0], allow_pickle=False) as data:  # plain NumPy: numbered arrays and a JSON manifest
+        manifest = json.loads(str(data["manifest"][()]))
+        assert manifest["format"] == "optbench-recording" and len(manifest["steps"]) > 1
+        fqn, tensor, (pool, offset, shape) = manifest["steps"][0]["after"][0]  # [storage dtype, offset, shape]
+        first = data[pool][offset:offset + int(np.prod(shape))].reshape(shape)
+        assert data[pool].dtype == np.float32 and tensor == "param" and first.shape == tuple(shape)
+    back = load_recording(files[0])
+    assert np.array_equal(back.steps[0].after[(fqn, "param")], first)
+
+
+def _recorded(cls=torch.optim.AdamW, dtype=torch.float32, steps=4):
+    hset = HparamSet("h", {"weight_decay": 0.1})
+    wl = build("zoo", seed=5, steps=steps, grad_log10_range=(-8, 2))
+    impl = Implementation("for-loop", cls, {"foreach": False})
+    return impl, hset, wl, record_trajectory(impl, hset, wl, dtype, CPU, before=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_a_recording_judged_from_its_file_gives_the_rows_of_the_run_that_recorded_it(tmp_path, dtype):
+    impl, hset, wl, recording = _recorded(dtype=dtype)
+    defaults = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01, "amsgrad": False,
+                "maximize": False}
+    reference = load_reference("adamw")
+    ran = run_trajectory(impl, hset, reference, defaults, wl, dtype, CPU, one_step=True, keep_snapshots=True)
+    back = of_the_case(load_recording(save_recording(recording, tmp_path / "r.npz")), wl, dtype, CPU)
+    judged = judge_trajectory(back, impl, hset, reference, defaults, wl, dtype, one_step=True, keep_snapshots=True)
+    assert judged.errors.equals(ran.errors) and judged.dtypes == ran.dtypes
+    assert not any(a.flags.writeable for a in back.steps[1].before.values())  # a reference that writes into it raises
+
+
+def test_a_file_that_is_not_a_recording_is_one_line_and_nothing_in_it_is_unpickled(tmp_path):
+    (tmp_path / "text.npz").write_text("not a zip")
+    np.savez(tmp_path / "pickled.npz", manifest=np.array("{}"), a0=np.array([object()], dtype=object))
+    np.savez(tmp_path / "other.npz", manifest=np.array(json.dumps({"format": "something", "version": 1})))
+    for name, said in (("text.npz", "not a readable recording"), ("pickled.npz", "not a readable recording"),
+                       ("other.npz", "format 'something'")):
+        with pytest.raises(RecordingError, match=said) as raised:
+            load_recording(tmp_path / name)
+        assert "\n" not in str(raised.value)
+
+
+def test_a_recording_that_would_unpack_past_what_the_case_can_hold_is_refused_before_it_is_read(tmp_path):
+    _, _, wl, recording = _recorded()
+    path = save_recording(recording, tmp_path / "r.npz")
+    assert load_recording(path, largest(wl)).names == recording.names
+    with pytest.raises(RecordingError, match="unpacks to .* bytes, more than the 1,000 a recording"):
+        load_recording(path, 1000)
+
+
+def test_a_recording_of_another_case_is_refused_naming_what_differs(tmp_path):
+    _, _, wl, recording = _recorded()
+    saved = load_recording(save_recording(recording, tmp_path / "r.npz"))
+    with pytest.raises(RecordingError, match=r"steps \(4\) are not the case's \(5\)"):
+        of_the_case(saved, build("zoo", seed=5, steps=5, grad_log10_range=(-8, 2)), torch.float32, CPU)
+    with pytest.raises(RecordingError, match="precision judged in"):
+        of_the_case(saved, wl, torch.float64, CPU)
+    with pytest.raises(RecordingError, match="other parameters than the workload's"):
+        of_the_case(saved, build("zoo", seed=6, steps=4, grad_log10_range=(-8, 2)), torch.float32, CPU)
+
+
+def test_a_judgement_past_the_case_timeout_is_an_error_row_and_the_judge_goes_on(tmp_path, monkeypatch):
+    labels = {"suite": "sgd", "optimizer": "SGD", "impl": "candidate:x.SGD", "dtype": "float32", "device": "cpu",
+              "workload": ""}
+    entries = tuple(Entry("parity", labels | {"hparams": h}, "g") for h in ("stuck", "quick"))
+    blueprint = Blueprint(entries, "f", "candidate:x.SGD")
+    release = threading.Event()
+
+    def judged(self, index):
+        if index == 0:
+            release.wait(30)
+        return [{"status": "pass", "index": index}], "judged"
+
+    monkeypatch.setattr(Judge, "_judged", judged)
+    events = __import__("queue").Queue()
+    judge = Judge(None, lambda: blueprint, "x.SGD", tmp_path, False, 0.2, events)
+    for index in (0, 1):
+        (tmp_path / f"case-{index}.npz").write_bytes(b"")
+        assert judge.wants(index) and judge.take(index, [], "") is None
+    time.sleep(0.5)
+    [(index, rows, _)] = judge.given_up(time.monotonic())
+    assert index == 0 and rows[0]["status"] == "error" and "past case_timeout_s=0.2 s" in rows[0]["detail"]
+    owner, event = events.get(timeout=10)  # the case queued behind it, judged by a fresh thread
+    assert owner is judge and judge.done(event) == (1, [{"status": "pass", "index": 1}], "judged")
+    release.set()  # the stuck judgement ends: what it says is dropped
+    time.sleep(0.2)
+    assert events.empty() and not judge.busy
+    judge.close()
+
+
+def test_a_verdict_without_a_recording_is_refused_and_rows_that_give_none_are_kept(tmp_path):
+    labels = {"suite": "sgd", "optimizer": "SGD", "impl": "candidate:x.SGD", "dtype": "float32", "hparams": "h",
+              "device": "cpu", "workload": ""}
+    blueprint = Blueprint((Entry("parity", labels, "g"), Entry("parity", labels | {"impl": "for-loop"}, "g")), "f",
+                          "candidate:x.SGD")
+    judge = Judge(None, lambda: blueprint, "x.SGD", tmp_path, False, 60, None)
+    assert judge.wants(0) and not judge.wants(1)
+    unsupported = [{"status": "unsupported", "metric": "case.unsupported"}]
+    assert judge.take(0, unsupported, "UNSUP") == (unsupported, "UNSUP")
+    for status in ("pass", "xpass", "xfail"):
+        rows, _ = judge.take(0, [{"status": status, "metric": "parity.max_err_eps"}], "PASS")
+        assert [r["status"] for r in rows] == ["error"] and "without a recording" in rows[0]["detail"]
