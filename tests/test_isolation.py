@@ -169,10 +169,11 @@ def test_a_worker_started_before_the_plan_that_never_gets_ready_ends_the_run(tmp
     """Workers start while the run is planned (``Pool.prestart``), before any unit is theirs: one stuck starting is
     still a WorkerStartError after START_TIMEOUT_S, not a run that waits for it forever."""
     from optbench.engine import pool as pool_module
+    from optbench.engine import worker_handle
     from optbench.engine.units import Unit
 
-    monkeypatch.setattr(pool_module.zygote, "SUPPORTED", False)  # started with python -c, which never gets ready
-    monkeypatch.setattr(pool_module, "BOOT", "import time; time.sleep(60)")
+    monkeypatch.setattr(worker_handle.zygote, "SUPPORTED", False)  # started with python -c, which never gets ready
+    monkeypatch.setattr(worker_handle, "BOOT", "import time; time.sleep(60)")
     monkeypatch.setattr(pool_module, "START_TIMEOUT_S", 1.5)
     workers = pool_module.Pool(1, {"op": "init"}, tmp_path / "workers", 60, lambda i: {}, lambda *a: None,
                                lambda: "fingerprint")
@@ -227,7 +228,7 @@ def test_a_case_that_keeps_dying_in_its_parts_is_one_error_row_naming_them(tmp_p
 
 
 def test_how_a_worker_ended_is_said_in_words():
-    from optbench.engine.pool import how_it_ended
+    from optbench.engine.worker_handle import how_it_ended
 
     assert how_it_ended(0) == "exited with code 0" and how_it_ended(3) == "exited with code 3"
     assert how_it_ended(-11) == "was killed by SIGSEGV" and how_it_ended(-200) == "was killed by signal 200"

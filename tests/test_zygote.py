@@ -17,8 +17,8 @@ from omegaconf import OmegaConf
 
 from optbench.config import compose_config
 from optbench.engine import zygote
-from optbench.engine.pool import kill_group, start_worker
 from optbench.engine.runner import SuiteRun
+from optbench.engine.worker_handle import kill_group, start_worker
 from optbench.usage import UsageError
 
 pytestmark = pytest.mark.skipif(not zygote.SUPPORTED, reason="the zygote needs Linux's fork and SCM_RIGHTS")
@@ -213,7 +213,7 @@ def test_a_worker_killed_while_its_zygote_is_stuck_importing_ends_at_once(monkey
 
 FORKED_HERE = """import json, os, sys, tempfile
 from optbench.engine import zygote
-from optbench.engine.pool import start_worker
+from optbench.engine.worker_handle import start_worker
 zygote.allow_fork_here()  # as optbench's command does
 kept_r, kept_w = os.pipe()  # a descriptor of this process's, which its zygote must not hold
 with tempfile.TemporaryFile() as log:

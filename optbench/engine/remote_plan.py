@@ -6,8 +6,8 @@ inspects its class (defaults, signature) and builds it (each implementation is p
 ``plan_in_worker`` does that in an ``engine.worker`` process and takes back only the plan as data
 (``engine.blueprint``): a candidate that exits, crashes, hangs or leaves threads running at import ends that process,
 never the run's, and is one line naming how. The worker says when it has started (optbench and torch imported:
-``pool.START_TIMEOUT_S``) and when the run's config is resolved (the candidate imported, inspected and built:
-``case_timeout_s``), then plans (each implementation probed, a kernel perhaps built: ``pool.START_TIMEOUT_S``).
+``worker_handle.START_TIMEOUT_S``) and when the run's config is resolved (the candidate imported, inspected and built:
+``case_timeout_s``), then plans (each implementation probed, a kernel perhaps built: ``worker_handle.START_TIMEOUT_S``).
 The answers of a planning worker are read as data and checked (the fingerprint against the entries); what it prints
 is its own log, cut to its last lines in the message.
 """
@@ -22,7 +22,7 @@ import tempfile
 import threading
 
 from optbench.engine.blueprint import Blueprint
-from optbench.engine.pool import START_TIMEOUT_S, STDERR_TAIL_LINES, how_it_ended, start_worker, stop_groups
+from optbench.engine.worker_handle import START_TIMEOUT_S, STDERR_TAIL_LINES, how_it_ended, start_worker, stop_groups
 from optbench.usage import UsageError
 
 _KEPT: dict[str, Blueprint] = {}  # a plan kept for the next run of its config (the command's check, then its run)

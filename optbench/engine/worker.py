@@ -1,9 +1,9 @@
 """A worker process: runs the units of a run's plan that the parent (``engine.pool``) sends, one at a time.
 
-Started by ``engine.pool`` (``python -c``: the parent's optbench imported first, then ``main()``). It speaks JSON
-lines: requests on stdin, events on a private copy of its original stdout; its own stdout and stderr (the code
-under test's prints, a crash's last words) go to the log file the parent gave it as stderr, which the parent reads
-back when the worker dies.
+Started by ``engine.worker_handle`` (forked from the zygote, or ``python -c``: the parent's optbench imported first,
+then ``main()``). It speaks JSON lines: requests on stdin, events on a private copy of its original stdout; its
+own stdout and stderr (the code under test's prints, a crash's last words) go to the log file the parent gave it as
+stderr, which the parent reads back when the worker dies.
 
 A planning worker (``engine.remote_plan``) is sent one ``{"op": "plan", "cfg": ..., "config_dirs": ...,
 "sys_path": ...}``, answers ``planned`` (the plan as data), ``refused`` (a usage error) or ``failed``, and exits.
@@ -117,7 +117,7 @@ def main() -> None:
     die_with_parent(int(os.environ.get(PARENT, os.getppid())))  # a run killed with SIGKILL takes us with it
     adopt_orphans()  # what the code under test starts and abandons is ours to kill (after each case)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt stops, and kills us
-    signal.signal(signal.SIGTERM, _stopped)  # ... SIGTERM first (``pool.stop_groups``), then SIGKILL
+    signal.signal(signal.SIGTERM, _stopped)  # ... SIGTERM first (``worker_handle.stop_groups``), then SIGKILL
     events = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the code under test's prints go to the log, never into the event stream
     sys.stdout = os.fdopen(1, "w", encoding="utf-8", buffering=1)
