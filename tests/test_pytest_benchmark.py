@@ -62,7 +62,7 @@ def pytest_benchmark_file(path, scale):
 
 
 def test_optbench_compare_reads_any_pytest_benchmark_file_and_flags_a_slowdown(tmp_path, capsys):
-    base, slow = pytest_benchmark_file(tmp_path / "a.json", 1.0), pytest_benchmark_file(tmp_path / "b.json", 1.3)
+    base, slow = pytest_benchmark_file(tmp_path / "a.json", 1.0), pytest_benchmark_file(tmp_path / "b.json", 1.6)
     assert main(["compare", str(base), str(slow)]) == 1
     out = capsys.readouterr().out
     assert "tests/test_x.py::test_step" in out and "slower" in out

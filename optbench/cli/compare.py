@@ -15,7 +15,8 @@ def compare_command(args: list[str]) -> int:
         "confidence interval and the Mann-Whitney U p-value on the timing rounds; a case is slower/faster only "
         "when p < alpha and the ratio is beyond 1 +- threshold. Also lists verdicts that newly fail. Exit 1 if "
         "any case is slower, any verdict newly fails, the new run is unfinished or lacks a case the baseline had; "
-        "exit 3 (NOTHING COMPARED) if no timing case could be compared and the runs share no verdict."))
+        "exit 3 (NOTHING COMPARED) if no timing case could be compared and the runs share no verdict, or (UNDECIDED) "
+        "if a case changed within what one process per run cannot tell from a difference between processes."))
     parser.add_argument("baseline", type=Path, help="results.json, or the run directory holding it")
     parser.add_argument("new", type=Path, help="results.json, or the run directory holding it")
     parser.add_argument("--threshold", type=float, default=0.05, help="smallest change flagged (default 0.05: 5%%)")
@@ -67,4 +68,4 @@ def compare_command(args: list[str]) -> int:
         ns.out.write_text(text + "\n", encoding="utf-8")
     if result.regressed:
         return EXIT_CHECK_FAILED
-    return EXIT_NOTHING_VERIFIED if result.compared_nothing else EXIT_OK
+    return EXIT_NOTHING_VERIFIED if result.compared_nothing or result.unclear else EXIT_OK

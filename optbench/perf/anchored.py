@@ -57,8 +57,8 @@ class Anchors:
 
 
 def compare_anchored(key: tuple, base: Anchors, new: Anchors, confidence: float) -> dict | None:
-    """(ratio, ci_low, ci_high, p, method note) of the case's paired ratio, new over baseline run; None where the
-    runs did not both pair it with the same baseline."""
+    """(ratio, ci_low, ci_high, p, method note, and whether it tested between processes) of the case's paired
+    ratio, new over baseline run; None where the runs did not both pair it with the same baseline."""
     from scipy import stats  # (imported here: 0.75 s a process that never tests)
 
     b_anchor, n_anchor = base.baseline(key), new.baseline(key)
@@ -66,7 +66,8 @@ def compare_anchored(key: tuple, base: Anchors, new: Anchors, confidence: float)
         return None
     name = b_anchor[IMPL]
     b_rep, n_rep = base.repeat_ratios.get(key, np.array([])), new.repeat_ratios.get(key, np.array([]))
-    if min(len(b_rep), len(n_rep)) >= 2:
+    between = min(len(b_rep), len(n_rep)) >= 2  # process-level repeats on both sides
+    if between:
         p, low, high = between_processes(b_rep, n_rep, confidence)
         ratio = float(np.exp(np.log(n_rep).mean() - np.log(b_rep).mean()))
         how = f"{len(b_rep)} vs {len(n_rep)} repeats (Welch t on log ratios)"
@@ -78,5 +79,5 @@ def compare_anchored(key: tuple, base: Anchors, new: Anchors, confidence: float)
         low, high = ratio_interval(b_pair, n_pair, confidence)
         p = float(stats.mannwhitneyu(n_pair, b_pair, alternative="two-sided").pvalue)
         how = f"{len(b_pair)} vs {len(n_pair)} paired rounds (Mann-Whitney U)"
-    return {"ratio": ratio, "ci_low": low, "ci_high": high, "p": p,
+    return {"ratio": ratio, "ci_low": low, "ci_high": high, "p": p, "between": between,
             "method": f"anchored on {name}, timed interleaved in each run: the paired ratio's change, {how}"}

@@ -14,6 +14,11 @@ median its ``time.step_ms`` row (the median of the samples where that row is mis
 * **verdict** (asv's rule): ``slower``/``faster`` only when p < alpha *and* the ratio is beyond
   1 +- threshold; else ``same``; ``n/a`` (with the reason) when a side has fewer than 5 samples,
   too few for any two-sided U test to reach p < 0.01.
+* **one process per run**: where a side timed the case in one process (``speed.repeats=1``, the default), its rounds
+  cannot see what differs between processes, which on these machines moved the same code's anchored ratio by up to
+  39 %: such a comparison calls a change only beyond 1.5x or below 1/1.5 (``Rule.one_process``); a significant change
+  within it is ``unclear`` (never an OK: UNDECIDED, exit 3), saying so. A calibration (``--calibration``) knows the
+  spread instead.
 * **between processes**: where both runs timed the case in at least two process-level repeats
   (``speed.repeats``, optbench.engine.repeats), the samples are the repeats' medians, not the rounds: p is Welch's
   t-test on their logarithms (``scipy.stats.ttest_ind``, unequal variances) and the interval its confidence
@@ -42,7 +47,8 @@ from optbench.results import CASE_KEY, DECLARED, FAILING, PASSING, VERIFIED
 VERDICT_KEY = CASE + ["metric", "fqn", "tensor"]
 VERDICTS = VERIFIED | FAILING  # the statuses a verdict key compares
 MIN_SAMPLES = 5
-ORDER = ("slower", "faster", "same", "n/a", "only in baseline", "only in new")
+ORDER = ("slower", "faster", "unclear", "same", "n/a", "only in baseline", "only in new")
+IN_BOTH = ORDER[:5]  # the verdicts of a case both runs timed
 MACHINE_KEYS = ("cpu", "gpu", "torch", "cpu_threads")
 
 
@@ -57,9 +63,15 @@ class Rule:
     confidence: float = 0.95
     calibration: tuple | None = None
     anchored: bool = True  # compare a case through the baseline both runs timed with it (optbench.perf.anchored)
+    # Rounds of one process per run cannot see what differs between two processes: such a comparison calls a
+    # change only beyond this (measured A/A on 2-core VMs, the same code in two default runs: anchored ratios up to
+    # 1.39 apart, fused Adam float64; docs/performance.md); both runs with speed.repeats >= 2 test between
+    # processes, a calibration knows the spread
+    one_process: float = 0.5
 
     def for_case(self, key: tuple) -> tuple[Rule, str]:
-        """The rule for one case, and what raised its threshold ("" if nothing did)."""
+        """The rule for one case, and what raised its threshold ("" if nothing did): with a calibration, the case's
+        A/A spread between processes, which also stands in for ``one_process``."""
         if self.calibration is None:
             return self, ""
         cases, overall = self.calibration
@@ -67,8 +79,8 @@ class Rule:
         how = "its A/A spread" if spread is not None else "the calibration's largest A/A spread (case not in it)"
         spread = overall if spread is None else spread
         if not math.isfinite(spread) or spread <= self.threshold:
-            return self, ""
-        return replace(self, threshold=spread), f"threshold {spread:.1%}: {how} on this machine"
+            return replace(self, one_process=0.0), ""
+        return replace(self, threshold=spread, one_process=0.0), f"threshold {spread:.1%}: {how} on this machine"
 
 
 @dataclass(frozen=True)
@@ -85,7 +97,14 @@ class Comparison:
     @property
     def compared_nothing(self) -> bool:
         """No timing case compared (each n/a or in one run only) and no verdict in both runs: never an OK."""
-        return not self.timings["verdict"].isin(("slower", "faster", "same")).any() and not self.shared_verdicts
+        compared = self.timings["verdict"].isin(("slower", "faster", "unclear", "same")).any()
+        return not compared and not self.shared_verdicts
+
+    @property
+    def unclear(self) -> bool:
+        """A case whose rounds changed by more than the threshold but within what one process per run cannot tell
+        from a difference between processes (``Rule.one_process``): neither a regression nor an OK."""
+        return bool((self.timings["verdict"] == "unclear").any())
 
     @property
     def regressed(self) -> bool:
@@ -128,11 +147,11 @@ def compare_case(base: np.ndarray, new: np.ndarray, base_ms: float, new_ms: floa
     new_ms = new_ms if math.isfinite(new_ms) else float(np.median(new)) if len(new) else math.nan
     out = dict(base_ms=base_ms, new_ms=new_ms, ratio=new_ms / base_ms if base_ms > 0 else math.nan,
                ci_low=math.nan, ci_high=math.nan, p=math.nan, verdict="n/a", note="")
-    notes = []
+    notes, between = [], True
     if anchored is not None:
         raw = out["ratio"]
         out.update({k: anchored[k] for k in ("ratio", "ci_low", "ci_high", "p")})
-        method = f"{anchored['method']} (times alone: {raw:.3f})"
+        method, between = f"{anchored['method']} (times alone: {raw:.3f})", anchored["between"]
     elif repeats is not None and min(len(repeats[0]), len(repeats[1])) >= 2:
         out["p"], out["ci_low"], out["ci_high"] = between_processes(*repeats, rule.confidence)
         out["ratio"] = float(np.exp(np.log(repeats[1]).mean() - np.log(repeats[0]).mean()))  # the tested one
@@ -144,11 +163,14 @@ def compare_case(base: np.ndarray, new: np.ndarray, base_ms: float, new_ms: floa
             return out | {"note": "; ".join(short) + f" (need {MIN_SAMPLES})"}
         out["ci_low"], out["ci_high"] = ratio_interval(base, new, rule.confidence)
         out["p"] = float(stats.mannwhitneyu(new, base, alternative="two-sided").pvalue)
-        method = ("rounds of one process per run: a difference between processes reads as a change "
-                  "(speed.repeats=3 tests between processes)")
+        method, between = "rounds of one process per run", False
     significant, beyond = out["p"] < rule.alpha, abs(out["ratio"] - 1) > rule.threshold
     out["verdict"] = ("slower" if out["ratio"] > 1 else "faster") if significant and beyond else "same"
-    if significant != beyond:
+    if significant and beyond and not between and max(out["ratio"], 1 / out["ratio"]) <= 1 + rule.one_process:
+        out["verdict"] = "unclear"  # as likely two processes as a change: neither claimed nor passed
+        notes.append(f"one process per run: a change within {rule.one_process:.0%} is not told from a difference "
+                     "between processes (speed.repeats=5 in both runs tests between them; or --calibration)")
+    elif significant != beyond:
         notes.append(f"significant, within {rule.threshold:.0%}" if significant
                      else f"p >= {rule.alpha:g}: not significant")
     if not out["ci_low"] <= out["ratio"] <= out["ci_high"] and method.startswith("rounds"):

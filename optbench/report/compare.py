@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from optbench.perf.compare import CASE, ORDER, VERDICT_KEY, Comparison
+from optbench.perf.compare import CASE, IN_BOTH, ORDER, VERDICT_KEY, Comparison
 from optbench.report.tables import escape, markdown, num
 
 
@@ -18,9 +18,10 @@ def key_text(row) -> str:
 def summary(result: Comparison) -> str:
     """One line: the counts per verdict, the new failures by key, how many still fail."""
     counts = result.timings["verdict"].value_counts()
-    both = sum(int(counts.get(v, 0)) for v in ORDER[:4])
-    parts = [f"{both} case{'s' * (both != 1)}: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ORDER[:4])]
-    if one_side := [f"{int(counts[v])} {v}" for v in ORDER[4:] if counts.get(v, 0)]:
+    shown = [v for v in IN_BOTH if v != "unclear" or counts.get(v, 0)]  # (unclear: only where there is one)
+    both = sum(int(counts.get(v, 0)) for v in IN_BOTH)
+    parts = [f"{both} case{'s' * (both != 1)}: " + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in shown)]
+    if one_side := [f"{int(counts[v])} {v}" for v in ORDER[len(IN_BOTH):] if counts.get(v, 0)]:
         parts[0] += f" ({', '.join(one_side)})"
     keys = [key_text(r) for _, r in result.new_failures.iterrows()]
     listed = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
@@ -39,7 +40,11 @@ def summary(result: Comparison) -> str:
         parts.insert(0, f"the new run is INCOMPLETE ({result.incomplete})")
     if result.compared_nothing and not result.regressed:
         parts.insert(0, "no timing case could be compared and the runs share no verdict")
-    word = "REGRESSED" if result.regressed else "NOTHING COMPARED" if result.compared_nothing else "OK"
+    elif result.unclear and not result.regressed:
+        parts.insert(0, "a case changed by more than the threshold within what one process per run cannot tell from a "
+                        "difference between processes (run both with speed.repeats=5 to decide)")
+    word = ("REGRESSED" if result.regressed else "NOTHING COMPARED" if result.compared_nothing
+            else "UNDECIDED" if result.unclear else "OK")
     return f"**{word}:** " + "; ".join(parts) + "."
 
 
