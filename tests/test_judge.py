@@ -14,6 +14,8 @@ import torch
 
 from optbench.engine.blueprint import Blueprint, Entry
 from optbench.engine.judge import Judge
+from optbench.engine.pool import Pool
+from optbench.engine.units import Unit
 from optbench.implementations import Implementation
 from optbench.numerics.recording import record_trajectory
 from optbench.numerics.recording_file import RecordingError, largest, load_recording, of_the_case, save_recording
@@ -193,6 +195,27 @@ def test_a_judgement_past_the_case_timeout_is_an_error_row_and_the_judge_goes_on
     time.sleep(0.2)
     assert events.empty() and not judge.busy
     judge.close()
+
+
+def test_a_recording_an_earlier_run_left_is_never_judged_as_this_runs(tmp_path):
+    """A run killed after a case wrote its recording, resumed: the case runs again, and what the parent judges is what
+    this run's worker recorded, or nothing."""
+    labels = {"suite": "sgd", "optimizer": "SGD", "impl": "candidate:x.SGD", "dtype": "float32", "hparams": "h",
+              "device": "cpu", "workload": ""}
+    judge = Judge(None, lambda: Blueprint((Entry("parity", labels, "g"),), "f", "candidate:x.SGD"), "x.SGD",
+                  tmp_path, True, 60, None)
+    (tmp_path / "case-0.npz").write_bytes(b"left by the killed run")
+
+    class Idle:  # a worker not ready yet: the unit is queued for it
+        ready, units_run, unit = False, 0, None
+
+    pool = Pool(1, {"op": "init"}, tmp_path / "workers", 60, lambda i: {}, lambda *a: None, lambda: "f",
+                lambda events: judge)
+    assert pool.init["record_dir"] == str(tmp_path)
+    pool._assign(Idle(), Unit([0]))  # the case is to run again: what the killed run left is gone
+    assert not (tmp_path / "case-0.npz").exists()
+    rows, _ = judge.take(0, [{"status": "pass", "metric": "parity.max_err_eps"}], "PASS")
+    assert rows[0]["status"] == "error" and not judge.busy
 
 
 def test_a_verdict_without_a_recording_is_refused_and_rows_that_give_none_are_kept(tmp_path):

@@ -72,6 +72,12 @@ class Judge:
         return self._error(index, "its worker sent a verdict without a recording: a candidate's parity verdict is "
                                   "the judge's, from what the worker records")
 
+    def forget(self, indices: list[int]) -> None:
+        """Delete what a worker recorded for these cases before they run: only a recording written by this run of
+        the case is judged (a killed run, resumed into its out_dir, may have left one)."""
+        for index in indices:
+            recording_path(self.folder, index).unlink(missing_ok=True)
+
     @property
     def busy(self) -> bool:
         return bool(self.pending)

@@ -78,6 +78,8 @@ class Pool:
     def _assign(self, worker: Worker, unit: Unit) -> None:
         worker.unit = unit
         items = unit.requests()
+        if self.judge is not None:  # a recording left by an earlier run of a case (a run killed, then resumed)
+            self.judge.forget([index for index, mode, *_ in items if mode == "run"])
         worker.started_at = time.monotonic()
         fresh = self.fresh or worker.units_run == 0 or bool(unit.done)
         worker.queued = {"op": "unit", "items": items, "fresh": fresh}
