@@ -50,6 +50,7 @@ MEM_PEAK_TRANSIENT_BYTES_PER_PARAM = "mem.peak_transient_bytes_per_param"  # pea
 TIME_STEP_MS = "time.step_ms"  # median step time
 TIME_STEP_MS_IQR = "time.step_ms_iqr"  # interquartile range of the step time
 TIME_STEP_MS_CV = "time.step_ms_cv"  # coefficient of variation of the step time
+TIME_STALLED_ROUNDS = "time.stalled_rounds"  # rounds past Tukey's far-out fence, set aside (optbench.perf.noise)
 TIME_ROUNDS = "time.rounds"  # timing rounds measured
 TIME_STEPS_PER_ROUND = "time.steps_per_round"  # steps per timing round
 TIME_ROUND_MS = "time.round_ms"  # one round's mean step time (step: the round's index)

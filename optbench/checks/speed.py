@@ -117,7 +117,8 @@ class SpeedCheck:
                                 finding=known.finding)],
                            f"  XFAIL speed {case.impl_name} {case.dtype} {case.workload}: {detail}")
         line = (f"  speed {case.impl_name:>10} {case.dtype:>8} {case.workload:>13}: {timing.median * 1e3:8.3f} ms/step "
-                f"(IQR {timing.iqr * 1e3:.3f}, CV {timing.cv:.1%}, {len(timing.rounds)} rounds)")
+                f"(IQR {timing.iqr * 1e3:.3f}, CV {timing.cv:.1%}, {len(timing.rounds)} rounds"
+                + (f", {timing.stalled} stalled, set aside" if timing.stalled else "") + ")")
         if case.workload == "model":
             gbs = next((r["value"] for r in rows if r["metric"] == SPEED_GB_PER_S), None)
             line += f", {gbs:.1f} GB/s, {pct:.0f}% of roofline" if gbs is not None else ", no roofline model"

@@ -26,12 +26,13 @@ from optbench.metrics import (
     TIME_REPEAT_CV,
     TIME_REPEAT_MS,
     TIME_ROUNDS,
+    TIME_STALLED_ROUNDS,
     TIME_STEP_MS,
     TIME_UNSTABLE,
 )
 from optbench.results import CASE_KEY, FAILING, row
 
-SUMMED = (TIME_ROUNDS,)
+SUMMED = (TIME_ROUNDS, TIME_STALLED_ROUNDS)
 MAJORITY = (TIME_UNSTABLE,)
 
 

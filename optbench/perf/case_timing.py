@@ -27,6 +27,7 @@ from optbench.metrics import (
     TIME_CPU_SHARE,
     TIME_ROUND_MS,
     TIME_ROUNDS,
+    TIME_STALLED_ROUNDS,
     TIME_STEP_MS,
     TIME_STEP_MS_CV,
     TIME_STEP_MS_IQR,
@@ -38,7 +39,7 @@ from optbench.perf import ceilings
 from optbench.perf.interleave import paired_ratio
 from optbench.perf.noise import Noise
 from optbench.perf.roofline import step_cost
-from optbench.perf.timing import Timing, measure
+from optbench.perf.timing import STALL_IQRS, Timing, measure
 from optbench.results import row
 from optbench.state.batched import per_parameter_state
 from optbench.suite.spec import DTYPES, Suite
@@ -114,7 +115,8 @@ def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Ti
                      min_rounds=int(cfg.min_rounds), max_run_time=float(cfg.max_run_time),
                      flush_l2=bool(cfg.get("flush_l2")))
     noise.stop()
-    unstable = noise.why_unstable(timing.cv, on_cpu=ctx.device.type == "cpu")
+    unstable = noise.why_unstable(timing.spread, ctx.device.type == "cpu", timing.stalled, len(timing.rounds),
+                                  timing.stalled_s)
     rows, pct = case_rows(case, ctx, check, prepared, timing, noise, unstable)
     return rows, timing, pct, prepared.stepped
 
@@ -128,6 +130,9 @@ def case_rows(case: Case, ctx: RunContext, check: str, prepared: Prepared, timin
     rows = [row(labels, check=check, metric=TIME_STEP_MS, value=t * 1e3, unit="ms", detail=timing.method),
             row(labels, check=check, metric=TIME_STEP_MS_IQR, value=timing.iqr * 1e3, unit="ms"),
             row(labels, check=check, metric=TIME_STEP_MS_CV, value=timing.cv),
+            row(labels, check=check, metric=TIME_STALLED_ROUNDS, value=timing.stalled,
+                detail=(f"rounds past the third quartile plus {STALL_IQRS:g} IQRs ({timing.stall_fence * 1e3:.3g} ms): "
+                        "set aside from the spread and the CPU share" if timing.stalled else "")),
             row(labels, check=check, metric=TIME_ROUNDS, value=len(timing.rounds)),
             row(labels, check=check, metric=TIME_STEPS_PER_ROUND, value=timing.steps_per_round),
             row(labels, check=check, metric=SPEED_THREADS, value=timing.threads),

@@ -8,7 +8,10 @@ busy machine as a fact), measured three ways, each a sign other work competed fo
 * **Runnable tasks**: the kernel's count of runnable tasks (``/proc/loadavg``) beyond this process's own threads,
   sampled before and after (the fewer of the two: a task seen once was passing through), against the cores:
   oversubscribed cores time the queue, not the step.
-* **Spread**: the rounds' coefficient of variation over ``MAX_CV``: a quiet step repeats within a few percent.
+* **Spread**: the rounds' interquartile range over their median past ``MAX_SPREAD``: a quiet step repeats within
+  a few percent. A round past Tukey's far-out fence stalled (another process took the core for part of it): the
+  stalled rounds are set aside and counted (``time.stalled_rounds``), from the spread and from the CPU share,
+  unless more than ``MAX_STALLED`` of the rounds stalled.
 
 Thresholds are documented in docs/performance.md; off Linux the task count is not read.
 """
@@ -21,8 +24,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MIN_CPU_SHARE = 0.7  # of one core, over the timed interval
-MAX_CV = 0.25  # of the rounds' step times
+MIN_CPU_SHARE = 0.7  # of one core, over the timed interval (the stalled rounds' excess set aside)
+MAX_SPREAD = 0.35  # the rounds' IQR over their median (a normal distribution's IQR is 1.35 sigma: about a CV of 26 %)
+MAX_STALLED = 0.25  # of the rounds: past it the machine was busy, not momentarily interrupted
 LOADAVG = "/proc/loadavg"
 
 
@@ -58,24 +62,39 @@ class Noise:
     busy_tasks: int | None = None  # runnable tasks beyond this one, the most seen
     load: float = float("nan")  # 1-minute load average at the end
 
+    wall_s: float = float("nan")  # the timed interval
+    cpu_s: float = float("nan")  # the CPU time this process got in it
+
     def start(self) -> None:
         self._wall, self._cpu, self._tasks = time.perf_counter(), _cpu_seconds(), _running_tasks()
 
     def stop(self) -> None:
-        wall = time.perf_counter() - self._wall
-        self.cpu_share = (_cpu_seconds() - self._cpu) / wall if wall > 0 else float("nan")
+        self.wall_s, self.cpu_s = time.perf_counter() - self._wall, _cpu_seconds() - self._cpu
+        self.cpu_share = self.cpu_s / self.wall_s if self.wall_s > 0 else float("nan")
         seen = [t for t in (self._tasks, _running_tasks()) if t is not None]
         self.busy_tasks = min(seen) if seen else None  # in both samples: a competitor, not a passing task
         self.load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
-    def why_unstable(self, cv: float, on_cpu: bool) -> str:
-        """Why the case's timing is not to be trusted, "" if nothing says so."""
+    def share(self, set_aside_s: float = 0.0) -> float:
+        """The CPU share over the timed interval less ``set_aside_s`` (the stalled rounds' excess wall time)."""
+        wall = self.wall_s - set_aside_s
+        return self.cpu_s / wall if wall > 0 and self.cpu_s == self.cpu_s else self.cpu_share
+
+    def why_unstable(self, spread: float, on_cpu: bool, stalled: int = 0, rounds: int = 0,
+                     stalled_s: float = 0.0) -> str:
+        """Why the case's timing is not to be trusted, "" if nothing says so: ``spread`` the rounds' IQR over their
+        median, ``stalled`` of ``rounds`` rounds stalled (``Timing.stalled``), taking ``stalled_s`` of the wall
+        time beyond median rounds (every case timed in the interval this noise watched: set aside from the share)."""
         reasons = []
-        if on_cpu and self.cpu_share < MIN_CPU_SHARE:
-            reasons.append(f"the step got {self.cpu_share:.2f} of a core while timed (other processes competed: "
+        many = rounds > 0 and stalled > MAX_STALLED * rounds
+        share = self.share(0.0 if many else stalled_s)
+        if on_cpu and share < MIN_CPU_SHARE:
+            reasons.append(f"the step got {share:.2f} of a core while timed (other processes competed: "
                            f"under {MIN_CPU_SHARE})")
         if self.busy_tasks is not None and self.busy_tasks >= self.cores:
             reasons.append(f"{self.busy_tasks} other runnable tasks on {self.cores} cores (oversubscribed)")
-        if cv == cv and cv > MAX_CV:
-            reasons.append(f"rounds spread {cv:.0%} (CV over {MAX_CV:.0%})")
+        if spread == spread and spread > MAX_SPREAD:
+            reasons.append(f"rounds spread {spread:.0%} (IQR over the median, past {MAX_SPREAD:.0%})")
+        if many:
+            reasons.append(f"{stalled} of {rounds} rounds stalled (more than {MAX_STALLED:.0%})")
         return "; ".join(reasons)

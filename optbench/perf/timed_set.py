@@ -81,7 +81,9 @@ class TimedSet:
         """The case's rows (as timed alone, with the probe paired); (rows, timing, roofline %)."""
         timing = self.timing(case)
         p: Prepared = self.prepared[ident(case)]
-        unstable = self.noise.why_unstable(timing.cv, on_cpu=ctx.device.type == "cpu")
+        stalled_s = sum(t.stalled_s for t in self.rounds.timings.values())  # every case of the set, one interval
+        unstable = self.noise.why_unstable(timing.spread, ctx.device.type == "cpu", timing.stalled,
+                                           len(timing.rounds), stalled_s)
         ws = p.working_set()
         probe = None
         if ws in self.probes and ("probe", ws) in self.rounds.timings:

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 import torch.utils.benchmark as benchmark
 
+STALL_IQRS = 3.0  # Tukey's "far out": a round beyond the third quartile plus this many IQRs stalled
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -43,6 +45,31 @@ class Timing:
     def cv(self) -> float:
         """Coefficient of variation of the rounds (sample standard deviation over the mean)."""
         return float(np.std(self.rounds, ddof=1) / np.mean(self.rounds)) if len(self.rounds) > 1 else float("nan")
+
+    @property
+    def stall_fence(self) -> float:
+        """A round longer than this stalled: Tukey's far-out fence, the third quartile plus three IQRs (another
+        process took the core for part of it; a quiet step's rounds never reach it)."""
+        q1, q3 = np.percentile(self.rounds, [25, 75])
+        return float(q3 + STALL_IQRS * (q3 - q1)) if len(self.rounds) >= 4 else float("inf")
+
+    @property
+    def stalled(self) -> int:
+        """Rounds past ``stall_fence``: set aside from the spread and the CPU share (the median, which the run
+        reports, and compare's rank and repeat tests are not moved by a few)."""
+        return int(sum(r > self.stall_fence for r in self.rounds))
+
+    @property
+    def stalled_s(self) -> float:
+        """Wall time the stalled rounds took beyond a median round (seconds)."""
+        fence, median = self.stall_fence, self.median
+        return float(sum((r - median) * self.steps_per_round for r in self.rounds if r > fence))
+
+    @property
+    def spread(self) -> float:
+        """The rounds' interquartile range over their median: their spread, a stalled round or two aside (the
+        coefficient of variation ``cv`` is moved by one: one 70x round in ten reads as 239 %)."""
+        return self.iqr / self.median if len(self.rounds) > 1 and self.median > 0 else float("nan")
 
 
 def measure(step: Callable[[], object], device: torch.device, *, min_run_time: float = 0.2, min_rounds: int = 10,
