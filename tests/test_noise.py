@@ -50,6 +50,8 @@ def test_a_stalled_round_or_two_are_set_aside_and_counted_not_a_busy_machine():
     assert timing.cv > 2.0 and timing.spread < 0.05 and timing.stalled == 2
     assert timing.stalled_s == pytest.approx(10 * (69.17 + 274.71 - 2 * timing.median * 1e3) * 1e-3)
     assert Timing(tuple(quiet), 10, 1, "test").stalled == 0  # a quiet step's rounds never reach the fence
+    steady = Timing((1.704, 1.704, 1.7041, 1.7039, 1.704, 1.7043, 1.7047), 1, 2, "test")
+    assert steady.stalled == 0  # far out of a tiny IQR, but 0.04 % over the median: no stall
     wall = sum(rounds) * 10  # a core to itself but for the stalls: CPU time is the quiet rounds' wall time
     noise = Noise(cores=2, busy_tasks=0, wall_s=wall, cpu_s=wall - timing.stalled_s, cpu_share=0.0)
     noise.cpu_share = noise.cpu_s / noise.wall_s
@@ -57,3 +59,12 @@ def test_a_stalled_round_or_two_are_set_aside_and_counted_not_a_busy_machine():
     assert noise.why_unstable(timing.spread, True, timing.stalled, len(rounds), timing.stalled_s) == ""
     busy = Timing(tuple(r * 1e-3 for r in [*quiet[:6], *[70.0] * 6]), 10, 1, "test")
     assert "rounds spread" in noise.why_unstable(busy.spread, True, busy.stalled, 12, busy.stalled_s)
+
+
+def test_a_step_on_more_threads_than_the_cores_left_free_is_oversubscribed():
+    """One of two cores held by another job: a two-thread step waits on it (1,704 ms instead of about 20 ms, with
+    rounds steady to 0.1 %), a one-thread step has the free core."""
+    noise = Noise(cores=2, cpu_share=1.0, busy_tasks=1)
+    why = noise.why_unstable(spread=0.001, on_cpu=True, threads=2)
+    assert "1 other runnable tasks on 2 cores, for a step on 2 thread(s) (oversubscribed" in why
+    assert noise.why_unstable(spread=0.001, on_cpu=True, threads=1) == ""

@@ -116,7 +116,7 @@ def timing_rows(case: Case, ctx: RunContext, check: str) -> tuple[list[dict], Ti
                      flush_l2=bool(cfg.get("flush_l2")))
     noise.stop()
     unstable = noise.why_unstable(timing.spread, ctx.device.type == "cpu", timing.stalled, len(timing.rounds),
-                                  timing.stalled_s)
+                                  timing.stalled_s, timing.threads)
     rows, pct = case_rows(case, ctx, check, prepared, timing, noise, unstable)
     return rows, timing, pct, prepared.stepped
 
@@ -137,7 +137,8 @@ def case_rows(case: Case, ctx: RunContext, check: str, prepared: Prepared, timin
             row(labels, check=check, metric=TIME_STEPS_PER_ROUND, value=timing.steps_per_round),
             row(labels, check=check, metric=SPEED_THREADS, value=timing.threads),
             row(labels, check=check, metric=TIME_CPU_SHARE, value=noise.cpu_share,
-                detail=f"load average {noise.load:.2f} on {noise.cores} cores"),
+                detail=f"load average {noise.load:.2f} on {noise.cores} cores"
+                       + (f"; {noise.busy_tasks} other runnable task(s) while timed" if noise.busy_tasks else "")),
             row(labels, check=check, metric=TIME_UNSTABLE, value=int(bool(unstable)),
                 detail=f"timed on a busy machine: {unstable}" if unstable else "")]
     rows += [row(labels, check=check, metric=TIME_ROUND_MS, value=s * 1e3, unit="ms", step=i)

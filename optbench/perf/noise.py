@@ -6,8 +6,10 @@ busy machine as a fact), measured three ways, each a sign other work competed fo
   CPU device. A step that had a core to itself gets about 1 (more with intra-op threads); under
   ``MIN_CPU_SHARE`` the scheduler gave the core to someone else part of the time.
 * **Runnable tasks**: the kernel's count of runnable tasks (``/proc/loadavg``) beyond this process's own threads,
-  sampled before and after (the fewer of the two: a task seen once was passing through), against the cores:
-  oversubscribed cores time the queue, not the step.
+  sampled before and after (the fewer of the two: a task seen once was passing through), against the cores the
+  step's threads need: with one of two cores held by another job, a two-thread Adam step took 1,674 ms instead of
+  about 20 ms (its threads wait on each other) while its rounds looked steady enough; oversubscribed cores time the
+  queue, not the step.
 * **Spread**: the rounds' interquartile range over their median past ``MAX_SPREAD``: a quiet step repeats within
   a few percent. A round past Tukey's far-out fence stalled (another process took the core for part of it): the
   stalled rounds are set aside and counted (``time.stalled_rounds``), from the spread and from the CPU share,
@@ -81,18 +83,20 @@ class Noise:
         return self.cpu_s / wall if wall > 0 and self.cpu_s == self.cpu_s else self.cpu_share
 
     def why_unstable(self, spread: float, on_cpu: bool, stalled: int = 0, rounds: int = 0,
-                     stalled_s: float = 0.0) -> str:
+                     stalled_s: float = 0.0, threads: int = 1) -> str:
         """Why the case's timing is not to be trusted, "" if nothing says so: ``spread`` the rounds' IQR over their
         median, ``stalled`` of ``rounds`` rounds stalled (``Timing.stalled``), taking ``stalled_s`` of the wall
-        time beyond median rounds (every case timed in the interval this noise watched: set aside from the share)."""
+        time beyond median rounds (every case timed in the interval this noise watched: set aside from the share);
+        a step on ``threads`` intra-op threads needs that many cores besides the other runnable tasks."""
         reasons = []
         many = rounds > 0 and stalled > MAX_STALLED * rounds
         share = self.share(0.0 if many else stalled_s)
         if on_cpu and share < MIN_CPU_SHARE:
             reasons.append(f"the step got {share:.2f} of a core while timed (other processes competed: "
                            f"under {MIN_CPU_SHARE})")
-        if self.busy_tasks is not None and self.busy_tasks >= self.cores:
-            reasons.append(f"{self.busy_tasks} other runnable tasks on {self.cores} cores (oversubscribed)")
+        if self.busy_tasks is not None and self.busy_tasks + max(1, threads) > self.cores:
+            reasons.append(f"{self.busy_tasks} other runnable tasks on {self.cores} cores, for a step on "
+                           f"{max(1, threads)} thread(s) (oversubscribed: its threads wait on each other)")
         if spread == spread and spread > MAX_SPREAD:
             reasons.append(f"rounds spread {spread:.0%} (IQR over the median, past {MAX_SPREAD:.0%})")
         if many:

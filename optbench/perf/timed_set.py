@@ -83,7 +83,7 @@ class TimedSet:
         p: Prepared = self.prepared[ident(case)]
         stalled_s = sum(t.stalled_s for t in self.rounds.timings.values())  # every case of the set, one interval
         unstable = self.noise.why_unstable(timing.spread, ctx.device.type == "cpu", timing.stalled,
-                                           len(timing.rounds), stalled_s)
+                                           len(timing.rounds), stalled_s, timing.threads)
         ws = p.working_set()
         probe = None
         if ws in self.probes and ("probe", ws) in self.rounds.timings:

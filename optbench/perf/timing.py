@@ -20,7 +20,8 @@ import numpy as np
 import torch
 import torch.utils.benchmark as benchmark
 
-STALL_IQRS = 3.0  # Tukey's "far out": a round beyond the third quartile plus this many IQRs stalled
+STALL_IQRS = 3.0  # Tukey's "far out": a round beyond the third quartile plus this many IQRs stalled ...
+STALL_OVER_MEDIAN = 0.1  # ... and this much over the median (rounds within a fraction of a percent are no stall)
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,12 @@ class Timing:
 
     @property
     def stall_fence(self) -> float:
-        """A round longer than this stalled: Tukey's far-out fence, the third quartile plus three IQRs (another
-        process took the core for part of it; a quiet step's rounds never reach it)."""
+        """A round longer than this stalled: Tukey's far-out fence, the third quartile plus three IQRs, and at least
+        ``STALL_OVER_MEDIAN`` over the median (another process took the core for part of it; a quiet step's rounds
+        never reach it)."""
         q1, q3 = np.percentile(self.rounds, [25, 75])
-        return float(q3 + STALL_IQRS * (q3 - q1)) if len(self.rounds) >= 4 else float("inf")
+        fence = max(q3 + STALL_IQRS * (q3 - q1), (1 + STALL_OVER_MEDIAN) * self.median)
+        return float(fence) if len(self.rounds) >= 4 else float("inf")
 
     @property
     def stalled(self) -> int:
