@@ -18,7 +18,14 @@ from optbench.engine.pool import Pool
 from optbench.engine.units import Unit
 from optbench.implementations import Implementation
 from optbench.numerics.recording import record_trajectory
-from optbench.numerics.recording_file import RecordingError, largest, load_recording, of_the_case, save_recording
+from optbench.numerics.recording_file import (
+    Raised,
+    RecordingError,
+    largest,
+    load_recording,
+    of_the_case,
+    save_recording,
+)
 from optbench.numerics.trajectory import judge_trajectory, run_trajectory
 from optbench.reference import load_reference
 from optbench.suite.spec import HparamSet
@@ -147,6 +154,46 @@ def test_a_file_that_is_not_a_recording_is_one_line_and_nothing_in_it_is_unpickl
         with pytest.raises(RecordingError, match=said) as raised:
             load_recording(tmp_path / name)
         assert "\n" not in str(raised.value)
+
+
+RAISES_AT_STEP = """
+import torch
+
+class LRError(ValueError):
+    pass
+
+class SGD(torch.optim.SGD):  # a step that raises where the suite declares the whole case raises
+    def step(self, closure=None):
+        raise LRError("lr of zero")
+"""
+DECLARED = """
+# @package _global_
+defaults:
+  - override /suite: sgd
+suite:
+  deviations:
+    - {finding: F99, impl: "candidate:*", hparams: momentum, raises: ValueError, reason: "a test's declared raise"}
+"""
+
+
+def test_a_declared_raise_is_recorded_as_data_and_judged_against_the_declaration(tmp_path):
+    """The case raises as its suite declares: the worker records what it raised (class names, message), the judge
+    matches it against the declaration (xfail); the same raise where nothing declares it is an error."""
+    (tmp_path / "raising.py").write_text(RAISES_AT_STEP)
+    (tmp_path / "conf" / "declared").mkdir(parents=True)
+    (tmp_path / "conf" / "declared" / "raises.yaml").write_text(DECLARED)
+    done = warm_command.run("run", "--config-dir", str(tmp_path / "conf"), *RUN[1:], "candidate=raising.SGD",
+                            "impl=[candidate]", "+declared=raises", f"out_dir={tmp_path / 'out'}", cwd=tmp_path,
+                            timeout=300)
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    verdict = {r["hparams"]: r for r in rows if r["check"] == "parity" and r["metric"] in (
+        "parity.max_err_eps", "case.error") and not r["fqn"] and r["dtype"]}
+    assert verdict["momentum"]["status"] == "xfail" and "the case raises, as declared (F99)" in verdict[
+        "momentum"]["detail"], verdict
+    assert verdict["default"]["status"] == "error" and "LRError: lr of zero" in verdict["default"]["detail"]
+    assert done.returncode == 1, done.stdout
+    raised = Raised(("LRError", "ValueError", "Exception", "BaseException"), "lr of zero").exception()
+    assert isinstance(raised, ValueError) and type(raised).__name__ == "LRError" and str(raised) == "lr of zero"
 
 
 def test_a_recording_that_would_unpack_past_what_the_case_can_hold_is_refused_before_it_is_read(tmp_path):

@@ -33,6 +33,7 @@ from optbench.numerics.never_moved import diagnosis, never_moved
 from optbench.numerics.one_step import update_eps
 from optbench.numerics.precision import precision_rows
 from optbench.numerics.recording import as_array
+from optbench.numerics.recording_file import Raised, save_raised
 from optbench.numerics.trajectory import run_trajectory
 from optbench.report import tables
 from optbench.results import DECLARED, row
@@ -163,6 +164,8 @@ class ParityCheck:
         declared = suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name)
         raising = [d for d in declared if d.whole_case]
         try:
+            if judging is not None and isinstance(judging.recording, Raised):  # the worker's run raised: this
+                raise judging.recording.exception()
             defaults = (judging.defaults if judging is not None
                         else suite.defaults(case.impl.optimizer_class, case.impl.spec))
             traj = run_trajectory(case.impl, case.hset, suite.reference, defaults,
@@ -177,6 +180,8 @@ class ParityCheck:
             declared = next((d for d in raising if d.raised_by(exc)), None)
             if declared is None:
                 raise
+            if ctx.recording_to is not None:  # for the judge, which matches it against the declaration again
+                save_raised(exc, ctx.recording_to)
             seen = f"still raises {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             return Outcome([row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=0, status="xfail",
                                 detail=f"{declared.finding}: {declared.reason} Observed: {seen}",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +73,42 @@ def save_recording(recording: Recording, path: Path) -> Path:
     return path
 
 
-def load_recording(path: Path, max_bytes: int | None = None) -> Recording:
+@dataclass(frozen=True)
+class Raised:
+    """What a recorded run raised instead of finishing: its exception's class names, most derived first (its MRO),
+    and its message; the judge matches them against a declared raise."""
+
+    names: tuple[str, ...]
+    message: str
+
+    def exception(self) -> Exception:
+        """An exception with the same class names (the nearest of Python's own classes as its base) and message."""
+        import builtins
+
+        base = next((getattr(builtins, n) for n in self.names if isinstance(getattr(builtins, n, None), type)
+                     and issubclass(getattr(builtins, n), Exception)), Exception)
+        cls = base
+        for name in reversed(self.names[:self.names.index(base.__name__)] if base.__name__ in self.names
+                             else self.names[:1]):
+            cls = type(name, (cls,), {})
+        try:
+            return cls(self.message)
+        except TypeError:  # a class that takes other arguments (UnicodeDecodeError): the names are what matter
+            return type(self.names[0], (Exception,), {})(self.message)
+
+
+def save_raised(exc: BaseException, path: Path) -> Path:
+    """Write what ``exc`` was (``Raised``) to ``path``, a recording with no steps."""
+    raised = {"names": [c.__name__ for c in type(exc).__mro__ if c is not object], "message": str(exc)[:2000]}
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, manifest=np.array(json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "raised": raised})))
+    os.replace(tmp, path)
+    return path
+
+
+def load_recording(path: Path, max_bytes: int | None = None) -> Recording | Raised:
     """A recording read back (``RecordingError`` for a file that is not one, or that would unpack to more than
     ``max_bytes``), its gradients left out (a gradient-driven step's ``grads`` is ``{}``): ``of_the_case`` checks it
     and puts the workload's in."""
@@ -92,6 +127,9 @@ def load_recording(path: Path, max_bytes: int | None = None) -> Recording:
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise RecordingError(f"{Path(path).name}: not a readable recording ({type(exc).__name__}: {exc})") from None
     try:
+        if "raised" in manifest and manifest.get("format") == FORMAT and manifest.get("version") == FORMAT_VERSION:
+            raised = manifest["raised"]
+            return Raised(tuple(str(n) for n in raised["names"]), str(raised["message"]))
         return _recording(manifest, pools)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise RecordingError(f"{Path(path).name}: not a well-formed recording ({type(exc).__name__}: {exc})") from None
