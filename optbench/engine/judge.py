@@ -9,7 +9,9 @@ steps, shapes, precision, its own start and the workload's gradients), steps the
 case's rows with the parity check's own code. What the judge knows of the candidate's class (its defaults, whether
 it is another class than the suite's, whether the suite's deviations cover it) is what the plan found
 (``Blueprint.judging``). A case whose worker wrote no recording keeps only the rows that give no verdict (error,
-unsupported, skip, fail); a pass, xpass or xfail without a recording is refused: only the judge gives those. A
+unsupported, skip, fail); a pass, xpass or xfail without a recording is refused: only the judge gives those. A case
+that raised as its suite declares recorded what it raised (``recording_file.Raised``), which the parity check, run
+here, matches against the declaration. A
 recording the judge refuses, or a judgement that raises, is an error row; a judgement that outlives
 ``case_timeout_s`` is given up (an error row) and the judge goes on in a fresh thread. The recording is deleted
 once judged unless ``parity.keep_recordings`` is set.
