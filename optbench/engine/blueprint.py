@@ -14,6 +14,9 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
+from optbench.metrics import CASE_ERROR
+from optbench.results import row
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -85,3 +88,12 @@ class Blueprint:
     def labels_of(self, index: int) -> dict:
         entry = self.entries[index]
         return {"check": entry.check, **entry.labels}
+
+
+def error_outcome(labels: dict, detail: str) -> tuple[list[dict], str]:
+    """A planned case recorded as an ``error`` row naming ``detail``, and its console line; ``labels``: the case's
+    (``Blueprint.labels_of``, the check's name among them)."""
+    labels = dict(labels)
+    check = labels.pop("check")
+    return ([row(labels, check=check, metric=CASE_ERROR, value=1, status="error", detail=detail)],
+            f"  ERROR {check} {labels['impl']} {labels['dtype']} {labels['hparams']}: {detail}")

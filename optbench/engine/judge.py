@@ -27,14 +27,13 @@ from pathlib import Path
 
 from optbench.cases import Case, Judging, RunContext
 from optbench.checks import REGISTRY
-from optbench.engine.blueprint import Blueprint
+from optbench.engine.blueprint import Blueprint, error_outcome
 from optbench.engine.executor import Executor, recording_path
 from optbench.engine.selection import candidate_spec
 from optbench.hyperparameters import from_data
 from optbench.implementations import Implementation
-from optbench.metrics import CASE_ERROR, RUN_CASE_S
+from optbench.metrics import RUN_CASE_S
 from optbench.numerics.recording_file import Raised, RecordingError, largest, load_recording, of_the_case
-from optbench.results import row
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
@@ -191,7 +190,4 @@ class Judge:
         return self._ctx
 
     def _error(self, index: int, detail: str) -> tuple[list[dict], str]:
-        labels = self.blueprint().labels_of(index)
-        check = labels.pop("check")
-        return ([row(labels, check=check, metric=CASE_ERROR, value=1, status="error", detail=detail)],
-                f"  ERROR {check} {labels['impl']} {labels['dtype']} {labels['hparams']}: {detail}")
+        return error_outcome(self.blueprint().labels_of(index), detail)

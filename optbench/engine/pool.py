@@ -17,10 +17,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from optbench.engine.blueprint import error_outcome
 from optbench.engine.units import Unit
 from optbench.engine.worker_handle import START_TIMEOUT_S, Worker, WorkerStartError, how_it_ended, stop_groups
-from optbench.metrics import CASE_ERROR
-from optbench.results import row
 from optbench.rows import bounded
 
 CRASHED_PARTS = 8  # a case whose worker dies in a part it named runs again without it, this many times at most
@@ -191,10 +190,7 @@ class Pool:
         pending.appendleft(unit)
 
     def _error(self, index: int, detail: str) -> None:
-        labels = self.labels_of(index)
-        check = labels.pop("check")
-        self.record(index, [row(labels, check=check, metric=CASE_ERROR, value=1, status="error", detail=detail)],
-                    f"  ERROR {check} {labels['impl']} {labels['dtype']} {labels['hparams']}: {detail}")
+        self.record(index, *error_outcome(self.labels_of(index), detail))
 
     def _retire(self, worker: Worker) -> None:
         worker.kill()

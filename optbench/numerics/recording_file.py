@@ -14,8 +14,8 @@ steps, shapes, dtype) is for the judge to check against its own workload (``engi
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +24,8 @@ import numpy as np
 import torch
 
 from optbench.numerics.recording import RecordedStep, Recording, as_array
+from optbench.results import atomic_write
+from optbench.rows import bounded
 from optbench.workloads import Workload, reference_gradient
 
 FORMAT = "optbench-recording"
@@ -64,13 +66,8 @@ def save_recording(recording: Recording, path: Path) -> Path:
                 "kept": [[f, t, str(k)] for (f, t), k in recording.kept.items()],
                 "breaches": [[f, t, str(w)] for (f, t), w in recording.breaches.items()],
                 "contract": [[int(s), f, t] for s, f, t, *_ in recording.contract]}
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        pools = _pooled(arrays)
-        np.savez(f, manifest=np.array(json.dumps(manifest)), **pools)
-    os.replace(tmp, path)
-    return path
+    pools = _pooled(arrays)  # (fills in each array's place in the manifest)
+    return _written(path, manifest=np.array(json.dumps(manifest)), **pools)
 
 
 @dataclass(frozen=True)
@@ -99,13 +96,17 @@ class Raised:
 
 def save_raised(exc: BaseException, path: Path) -> Path:
     """Write what ``exc`` was (``Raised``) to ``path``, a recording with no steps."""
-    raised = {"names": [c.__name__ for c in type(exc).__mro__ if c is not object], "message": str(exc)[:2000]}
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, manifest=np.array(json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "raised": raised})))
-    os.replace(tmp, path)
-    return path
+    raised = {"names": [c.__name__ for c in type(exc).__mro__ if c is not object], "message": bounded(str(exc))}
+    return _written(path, manifest=np.array(json.dumps({"format": FORMAT, "version": FORMAT_VERSION,
+                                                        "raised": raised})))
+
+
+def _written(path: Path, **arrays) -> Path:
+    """``arrays`` as an ``.npz`` at ``path``, written atomically (``results.atomic_write``)."""
+    data = io.BytesIO()
+    np.savez(data, **arrays)
+    atomic_write(Path(path), data.getvalue())
+    return Path(path)
 
 
 def load_recording(path: Path, max_bytes: int | None = None) -> Recording | Raised:
@@ -157,7 +158,8 @@ def of_the_case(recording: Recording, workload: Workload, dtype: torch.dtype, de
                                ("precision judged in", recording.judged, dtype),
                                ("float32 masters", recording.masters, False)):
         if theirs != ours:
-            raise RecordingError(f"the recording's {what} ({_short(theirs)}) are not the case's ({_short(ours)})")
+            raise RecordingError(f"the recording's {what} ({bounded(str(theirs), 120)}) are not the case's "
+                                 f"({bounded(str(ours), 120)})")
     if set(recording.start) != set(start) or not all(_same(recording.start[n], a) for n, a in start.items()):
         raise RecordingError("the recording started from other parameters than the workload's")
     steps = []
@@ -170,11 +172,6 @@ def of_the_case(recording: Recording, workload: Workload, dtype: torch.dtype, de
                                                    if p.requires_grad else None for n, p in params.items()}
         steps.append(replace(taken, grads=grads))
     return replace(recording, start=start, steps=steps)
-
-
-def _short(value) -> str:
-    text = str(value)
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _recording(manifest: dict, pools: dict) -> Recording:
