@@ -5,6 +5,10 @@ its verdict or tampers with its recording cannot make the run say PASS; a record
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -17,6 +21,7 @@ from optbench.engine.judge import Judge
 from optbench.engine.pool import Pool
 from optbench.engine.units import Unit
 from optbench.implementations import Implementation
+from optbench.journal import JOURNAL
 from optbench.numerics.recording import record_trajectory
 from optbench.numerics.recording_file import (
     Raised,
@@ -277,3 +282,70 @@ def test_a_verdict_without_a_recording_is_refused_and_rows_that_give_none_are_ke
     for status in ("pass", "xpass", "xfail"):
         rows, _ = judge.take(0, [{"status": status, "metric": "parity.max_err_eps"}], "PASS")
         assert [r["status"] for r in rows] == ["error"] and "without a recording" in rows[0]["detail"]
+
+
+FORGES_CROSS = """
+import optbench.checks.cross as cross
+cross.cross_error = lambda *args, **kwargs: 0.0  # every trajectory agrees with the for-loop's, in this process
+"""
+
+
+def test_a_candidate_that_forges_its_cross_agreement_in_its_worker_still_fails_it(tmp_path):
+    """The cross case of a candidate is judged in the parent too: its side from its parity recording, torch's for-loop
+    stepped there. A wrong SGD whose worker makes every trajectory agree still fails cross."""
+    (tmp_path / "hostile.py").write_text("import torch\n" + FORGES_CROSS + DOUBLES_LR)
+    done = warm_command.run(*[a if a != "checks=[parity]" else "checks=[parity,cross]" for a in RUN],
+                            "candidate=hostile.SGD", "impl=[candidate,for-loop]", f"out_dir={tmp_path / 'out'}",
+                            cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    cross = [r for r in rows if r["check"] == "cross" and r["metric"] != "run.case_s"]
+    assert len(cross) == 2 and {r["status"] for r in cross} == {"fail"}, cross
+    assert all(r["value"] > 1e3 for r in cross), cross
+
+
+SLOW_WITH_MOMENTUM = """
+import os, time
+import torch
+
+class SGD(torch.optim.SGD):  # a correct SGD, whose momentum steps wait while a file says so
+    def step(self, closure=None):
+        while self.defaults["momentum"] and os.path.exists(os.path.join(os.path.dirname(__file__), "wait")):
+            time.sleep(0.1)
+        return super().step(closure)
+"""
+
+
+def test_a_resumed_run_judges_cross_from_the_parity_case_the_killed_run_finished(tmp_path):
+    """Killed after the candidate's parity case of a group was recorded and before its cross case: the resumed
+    run's worker records that parity case again as it rebuilds the group, and the judge compares its trajectory
+    (before, the cross case said parity left none)."""
+    (tmp_path / "slow.py").write_text(SLOW_WITH_MOMENTUM)
+    args = [*[a if a != "checks=[parity]" else "checks=[parity,cross]" for a in RUN], "candidate=slow.SGD",
+            "impl=[candidate,for-loop]"]
+    whole = warm_command.run(*args, f"out_dir={tmp_path / 'whole'}", cwd=tmp_path, timeout=300)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    (tmp_path / "wait").touch()
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "optbench", *args, f"out_dir={out}"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    journal, deadline = out / JOURNAL, time.monotonic() + 240
+    while time.monotonic() < deadline and not (journal.is_file() and journal.read_text().count('{"case"') >= 3):
+        time.sleep(0.1)  # the default group's three cases are in; the momentum group's candidate waits
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    lines = journal.read_text().splitlines()
+    header = json.loads(lines[0])
+    parity = [i for i, e in enumerate(header["plan"]) if e["hparams"] == "default" and e["check"] == "parity"]
+    journal.write_text("\n".join([lines[0]] + [line for line in lines[1:] if json.loads(line).get("case") in parity])
+                       + "\n")  # as if killed between the group's parity cases and its cross case
+    (tmp_path / "wait").unlink()
+    resumed = warm_command.run("resume", str(out), cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+    def verdicts(folder):
+        return [r for r in json.loads((folder / "results.json").read_text())["rows"] if r["metric"] != "run.case_s"]
+
+    again = verdicts(out)
+    assert [r for r in again if r["check"] == "cross" and r["hparams"] == "default"][0]["status"] == "pass"
+    assert again == verdicts(tmp_path / "whole")

@@ -98,7 +98,7 @@ class Executor:
             if progress is not None:
                 self.ctx.progress = lambda what, i=index: progress(i, what)
             self.ctx.crashed = dict(crashed[0]) if crashed else {}
-            if self.record_dir and mode == "run" and judged_apart(*plan[index]):
+            if self.record_dir and judged_apart(*plan[index]):  # a replay too: a resumed run's judge may need it
                 self.ctx.recording_to = recording_path(self.record_dir, index)
             try:
                 yield (index, mode, *self.execute(*plan[index]))

@@ -1,4 +1,5 @@
-"""The judge of a candidate's parity: its verdict from numbers, in the parent, which never imports the code under test.
+"""The judge of a candidate's parity and cross-implementation agreement: their verdicts from numbers, in the parent,
+which never imports the code under test.
 
 A candidate's parity case (``executor.judged_apart``) runs in a worker as any case does, and also writes what the
 candidate did as a recording (``numerics.recording_file``) into the run's ``recordings/`` folder. The worker's rows
@@ -15,6 +16,12 @@ here, matches against the declaration. A
 recording the judge refuses, or a judgement that raises, is an error row; a judgement that outlives
 ``case_timeout_s`` is given up (an error row) and the judge goes on in a fresh thread. The recording is deleted
 once judged unless ``parity.keep_recordings`` is set.
+
+A candidate's cross case is judged here too, with the cross check's own code: the candidate's side is the trajectory
+the judge took from its parity recording (kept until the cross case of its group comes), torch's for-loop side is
+stepped here, in this process (the worker's for-loop shared a process with the candidate). A resumed run whose
+parity case finished in the earlier run has its worker record it again as it rebuilds the group (a replay), and the
+judge takes the trajectory from that recording.
 """
 
 from __future__ import annotations
@@ -29,14 +36,16 @@ from optbench.cases import Case, Judging, RunContext
 from optbench.checks import REGISTRY
 from optbench.engine.blueprint import Blueprint, error_outcome
 from optbench.engine.executor import Executor, recording_path
-from optbench.engine.selection import candidate_spec
+from optbench.engine.selection import candidate_spec, suite_variants
 from optbench.hyperparameters import from_data
 from optbench.implementations import Implementation
+from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import RUN_CASE_S
 from optbench.numerics.recording_file import Raised, RecordingError, largest, load_recording, of_the_case
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
+JUDGED = ("parity", "cross")  # a candidate's cases of these checks are judged here
 
 
 class Judge:
@@ -52,32 +61,51 @@ class Judge:
         self.generation = 0  # a thread given up on (past the timeout) finds it changed and sends nothing
         self._ctx: RunContext | None = None
         self._thread: threading.Thread | None = None
+        self.kept: dict[int, dict] = {}  # a cross case's index -> the candidate's trajectory its parity left
+        self.replaying: set[int] = set()  # finished cases judged again for their trajectory alone (no rows)
 
     def wants(self, index: int) -> bool:
         blueprint = self.blueprint()
         entry = blueprint.entries[index]
-        return (entry.check == "parity" and blueprint.candidate is not None
+        return (entry.check in JUDGED and blueprint.candidate is not None
                 and entry.labels["impl"] == blueprint.candidate)
 
     def take(self, index: int, rows: list[dict], line: str) -> tuple[list[dict], str] | None:
-        """A judged case's rows from its worker: queued for judging (None) where it wrote its recording, else the
-        rows to record now (a verdict among them refused)."""
-        if recording_path(self.folder, index).is_file():
-            self.pending[index] = None
-            self.jobs.put((index, [r for r in rows if r.get("metric") == RUN_CASE_S]))  # what the case cost
-            if self._thread is None or not self._thread.is_alive():
-                self._start()
+        """A judged case's rows from its worker: queued for judging (None) where it wrote its recording (a cross
+        case: always), else the rows to record now (a verdict among them refused)."""
+        if self.blueprint().entries[index].check == "cross" or recording_path(self.folder, index).is_file():
+            self._queue(index, [r for r in rows if r.get("metric") == RUN_CASE_S])  # what the case cost
             return None
         if not any(r.get("status") in VERDICTS for r in rows):
             return rows, line
         return self._error(index, "its worker sent a verdict without a recording: a candidate's parity verdict is "
                                   "the judge's, from what the worker records")
 
+    def replayed(self, index: int) -> None:
+        """A finished case its worker ran again to rebuild its group (no rows): a parity case whose trajectory a
+        cross case still needs (a resumed run) is judged again from what it recorded, for that alone."""
+        if index in self.pending:  # still being judged from its first run, which keeps its trajectory
+            return
+        path = recording_path(self.folder, index)
+        cross = self._cross_of(index)
+        if cross is not None and cross not in self.kept and path.is_file():
+            self.replaying.add(index)
+            self._queue(index, None)
+        elif not self.keep:
+            path.unlink(missing_ok=True)
+
     def forget(self, indices: list[int]) -> None:
         """Delete what a worker recorded for these cases before they run: only a recording written by this run of
         the case is judged (a killed run, resumed into its out_dir, may have left one)."""
         for index in indices:
-            recording_path(self.folder, index).unlink(missing_ok=True)
+            if index not in self.pending:  # (one queued for judging is this run's)
+                recording_path(self.folder, index).unlink(missing_ok=True)
+
+    def _queue(self, index: int, cost: list[dict] | None) -> None:
+        self.pending[index] = None
+        self.jobs.put((index, cost))
+        if self._thread is None or not self._thread.is_alive():
+            self._start()
 
     @property
     def busy(self) -> bool:
@@ -98,12 +126,14 @@ class Judge:
         self._ctx = None  # the stuck thread keeps its own
         self._start()
         return [(i, *self._error(i, f"judging its recording ran past case_timeout_s={self.timeout_s:g} s"))
-                for i in late]
+                for i in late if i not in self.replaying]  # (a replay's case has its rows: its cross skips)
 
     def done(self, event: dict) -> tuple[int, list[dict], str] | None:
-        """A ``judged`` event's case and rows, once (None for one given up on)."""
+        """A ``judged`` event's case and rows, once (None for one given up on, or judged again for its trajectory
+        alone)."""
         index = event["index"]
-        if self.pending.pop(index, "gone") == "gone":
+        self.replaying.discard(index)
+        if self.pending.pop(index, "gone") == "gone" or event["rows"] is None:
             return None
         return index, event["rows"], event["line"]
 
@@ -134,11 +164,35 @@ class Judge:
                 continue
             self.pending[index] = time.monotonic()
             try:
-                rows, line = self._judged(index)
+                rows, line = self._cross(index) if self.blueprint().entries[index].check == "cross" \
+                    else self._judged(index)
             except Exception as exc:  # a harness bug: the case is an error, never a silent pass or a lost case
                 rows, line = self._error(index, f"the judge failed: {type(exc).__name__}: {exc}")
+            finally:
+                if self._ctx is not None:
+                    self._ctx.scratch.clear()
             if generation == self.generation:
-                self.events.put((self, {"ev": "judged", "index": index, "rows": rows + cost, "line": line}))
+                self.events.put((self, {"ev": "judged", "index": index, "line": line,
+                                        "rows": None if cost is None else rows + cost}))
+
+    def _cross_of(self, index: int) -> int | None:
+        """The candidate's cross case of the same group as its parity case ``index`` (None: the run plans none)."""
+        entries = self.blueprint().entries
+        labels = entries[index].labels
+        return next((i for i, e in enumerate(entries) if e.check == "cross" and e.labels == labels), None)
+
+    def _cross(self, index: int) -> tuple[list[dict], str]:
+        """A candidate's cross case: its trajectory as its parity recording gave it, against torch's for-loop
+        stepped here."""
+        case, ctx = self._case(index), self._context()
+        ctx.scratch.clear()
+        ctx.scratch.update(self.kept.pop(index, {}))
+        baseline = suite_variants(case.suite).get(BASELINE)
+        if baseline is not None:  # its rows are its own parity case's, recorded from its worker
+            Executor(ctx, self.planner.seed).execute(
+                REGISTRY["parity"], Case(case.suite, baseline, case.dtype, case.hset, case.device))
+        rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["cross"], case)
+        return [r for r in rows if r.get("metric") != RUN_CASE_S], line
 
     def _judged(self, index: int) -> tuple[list[dict], str]:
         path = recording_path(self.folder, index)
@@ -165,6 +219,10 @@ class Judge:
             rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["parity"], case)
         finally:
             ctx.judging = None
+        cross = self._cross_of(index)
+        if cross is not None:  # what the cross case of its group compares
+            self.kept[cross] = {key: ctx.scratch[key] for key in (("snapshots", case.impl_name),
+                                                                   ("declared", case.impl_name)) if key in ctx.scratch}
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
 
     def _case(self, index: int) -> Case:

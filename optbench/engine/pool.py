@@ -78,7 +78,7 @@ class Pool:
         worker.unit = unit
         items = unit.requests()
         if self.judge is not None:  # a recording left by an earlier run of a case (a run killed, then resumed)
-            self.judge.forget([index for index, mode, *_ in items if mode == "run"])
+            self.judge.forget([index for index, *_ in items])
         worker.started_at = time.monotonic()
         fresh = self.fresh or worker.units_run == 0 or bool(unit.done)
         worker.queued = {"op": "unit", "items": items, "fresh": fresh}
@@ -145,6 +145,8 @@ class Pool:
                         self.record(index, *taken)
                 else:
                     self.record(index, rows, line)
+            elif self.judge is not None and self.judge.wants(index):  # a replay: the judge may need its trajectory
+                self.judge.replayed(index)
         elif kind == "unit-done":
             worker.unit = None
         elif kind == "exit":

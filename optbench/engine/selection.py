@@ -216,11 +216,9 @@ def resolve_candidate(cfg: DictConfig, suite: Suite) -> Implementation:
     return replace(candidate, named=suite.candidate_named and candidate.named, inherits_deviations=inherits)
 
 
-def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementation | None,
-                            lenient: bool = False) -> list[Implementation]:
-    """The suite optimizer's variants (all, or ``impl=``), the candidate first if there is one
-    (then only the for-loop runs beside it unless ``impl=`` says more). ``lenient`` (meta-suites)
-    ignores ``impl=`` names a suite's optimizer does not offer."""
+def suite_variants(suite: Suite) -> dict[str, Implementation]:
+    """The suite's implementations by name: its optimizer's torch variants (those ``variants`` keeps) and its own
+    ``implementations``; a class that cannot be loaded is a one-line UsageError."""
     try:
         cls = suite.optimizer_class()
     except (LookupError, CandidateError) as exc:
@@ -229,10 +227,20 @@ def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementa
     if suite.variants is not None:
         variants = {n: v for n, v in variants.items() if n in suite.variants}
     try:
-        variants |= {name: Implementation(name, load_optimizer_class(path, what=f"suite {suite.name!r} implementation"))
-                     for name, path in suite.implementations.items()}
+        return variants | {name: Implementation(name, load_optimizer_class(path, what=f"suite {suite.name!r} "
+                                                                                     "implementation"))
+                           for name, path in suite.implementations.items()}
     except CandidateError as exc:
         raise UsageError(str(exc)) from None
+
+
+def resolve_implementations(cfg: DictConfig, suite: Suite, candidate: Implementation | None,
+                            lenient: bool = False) -> list[Implementation]:
+    """The suite optimizer's variants (all, or ``impl=``), the candidate first if there is one
+    (then only the for-loop runs beside it unless ``impl=`` says more). ``lenient`` (meta-suites)
+    ignores ``impl=`` names a suite's optimizer does not offer."""
+    variants = suite_variants(suite)
+    cls = suite.optimizer_class()
     names = _names(cfg.impl, "impl")
     variants |= master_variants(names, variants)  # <variant>+master32: float32 master copies (opt-in)
     if candidate is None and cls is None:
