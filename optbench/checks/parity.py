@@ -17,6 +17,7 @@ from optbench.hyperparameters import describe
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import (
+    CASE_ERROR,
     CASE_SKIPPED,
     CASE_UNSUPPORTED,
     DEVIATION_OBSERVED,
@@ -190,6 +191,9 @@ class ParityCheck:
                                 detail=f"the case raises, as declared ({declared.finding})", finding=declared.finding)],
                            f"  XFAIL parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} "
                            f"{declared.finding}: {seen}")
+        if traj is None:  # recorded for the judge (engine.judge), whose verdict replaces this row
+            return Outcome([row(labels, check="parity", metric=CASE_ERROR, value=1, status="error",
+                                detail="recorded for the judge, whose verdict never came")])
         ctx.scratch[("snapshots", case.impl_name)] = traj.snapshots
         fixed = [row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=1, status="xpass",
                      detail=f"{d.finding}: {d.reason} Observed: no longer raises: "

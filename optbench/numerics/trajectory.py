@@ -197,10 +197,11 @@ def scheduled_lr(documented: float, held) -> float:
 
 def run_trajectory(impl: Implementation, hset: HparamSet, reference, defaults: dict, workload: Workload,
                    dtype: torch.dtype, device: torch.device, *, recorded: Recording | None = None,
-                   save_to: Path | None = None, **judging) -> Trajectory:
-    """Run ``workload.steps`` steps of ``impl`` (``recording.record_trajectory``; ``save_to``: the recording also
-    written there, ``numerics.recording_file``) and judge them against the reference (``judge_trajectory``, which
-    takes the keywords ``judging``); ``recorded``: judge that recording instead, made by another process."""
+                   save_to: Path | None = None, **judging) -> Trajectory | None:
+    """Run ``workload.steps`` steps of ``impl`` (``recording.record_trajectory``) and judge them against the
+    reference (``judge_trajectory``, which takes the keywords ``judging``); ``recorded``: judge that recording
+    instead, made by another process; ``save_to``: write the recording there (``numerics.recording_file``) for
+    another process to judge, and judge nothing here (None)."""
     if recorded is None:
         wide = as_complex(reference) if dtype.is_complex else reference  # real and imaginary parts apart
         kind = kind_of(wide)
@@ -209,6 +210,7 @@ def run_trajectory(impl: Implementation, hset: HparamSet, reference, defaults: d
                                      before=before)
         if save_to is not None:
             save_recording(recorded, save_to)
+            return None
     return judge_trajectory(recorded, impl, hset, reference, defaults, workload, dtype, **judging)
 
 
