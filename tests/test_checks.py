@@ -9,7 +9,8 @@ import torch
 
 from optbench.checks import REGISTRY
 from optbench.checks.deviations import split, verdict
-from optbench.checks.error_inputs import BASE, attempt
+from optbench.checks.error_attempts import attempt
+from optbench.checks.error_inputs import BASE
 from optbench.cli import main
 from optbench.report import load_results, render_report
 from optbench.suite.spec import Deviation, ErrorInput

@@ -349,3 +349,58 @@ def test_a_resumed_run_judges_cross_from_the_parity_case_the_killed_run_finished
     again = verdicts(out)
     assert [r for r in again if r["check"] == "cross" and r["hparams"] == "default"][0]["status"] == "pass"
     assert again == verdicts(tmp_path / "whole")
+
+
+TAKES_A_NEGATIVE_LR = """
+import torch
+import optbench.checks.error_inputs as errors
+
+_judge = errors.judge
+def judge(*args, **kwargs):  # every failing input passes, in this process
+    status, detail, finding = _judge(*args, **kwargs)
+    return ("pass" if status == "fail" else status), detail, finding
+errors.judge = judge
+
+class SGD(torch.optim.SGD):  # takes a negative lr as its magnitude: an input torch rejects, accepted
+    def __init__(self, params, lr=1e-3, **kwargs):
+        super().__init__(params, lr=abs(lr), **kwargs)
+"""
+
+
+def test_a_candidate_that_passes_its_own_error_inputs_in_its_worker_is_judged_on_its_answers(tmp_path):
+    """A candidate's error inputs are judged in the parent from the answers its worker recorded: one whose worker
+    turns every failing input into a pass still fails the input it accepts."""
+    (tmp_path / "lax.py").write_text(TAKES_A_NEGATIVE_LR)
+    done = warm_command.run("run", "suite=sgd", "checks=[errors]", "candidate=lax.SGD", "history_dir=null", "jobs=1",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    mine = {r["hparams"]: r for r in rows if r["check"] == "errors" and r["impl"] == "candidate:lax.SGD"
+            and r["metric"] != "run.case_s"}
+    assert mine["a negative learning rate"]["status"] == "fail", mine["a negative learning rate"]
+    assert "accepted" in mine["a negative learning rate"]["detail"]
+    assert mine["params given as a single Tensor"]["status"] == "pass"  # the others judged as before
+    assert not (tmp_path / "out" / "recordings").exists()
+
+
+def test_answers_recorded_by_a_worker_are_the_errors_checks_to_read(tmp_path):
+    """What an error input's recording holds is checked as it is read: another kind of recording, or more or fewer
+    answers than the check asks, is refused in one line."""
+    from optbench.checks.error_attempts import Answering
+
+    asked = Answering(({"attempt": True, "raised": None, "where": "step"},))
+    assert asked.attempt() == (None, "step")
+    asked.finished()
+    with pytest.raises(RecordingError, match="holds no attempt answer at 1"):
+        Answering(({"buildable": True},)).attempt()
+    with pytest.raises(RecordingError, match="holds 2 answers, the check asked 1"):
+        again = Answering(({"attempt": True, "raised": None, "where": "step"}, {"buildable": False}))
+        again.attempt()
+        again.finished()
+    raised = Answering(({"attempt": True, "raised": {"names": ["NegativeLRError", "ValueError", "Exception",
+                                                               "BaseException"], "message": "lr < 0"},
+                         "where": "construction"},)).attempt()[0]
+    from optbench.checks.error_attempts import raised_as
+
+    assert isinstance(raised, ValueError) and raised_as(raised, ("pytorch_optimizer.base.exception.NegativeLRError",))
+    assert not raised_as(raised, ("TypeError",))

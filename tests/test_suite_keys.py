@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from optbench.adapters.spec import KEYS as SPEC_KEYS
 from optbench.adapters.state import STATE_KEYS
-from optbench.checks.error_inputs import PARAMS
+from optbench.checks.error_attempts import PARAMS
 from optbench.suite import keys
 from optbench.suite.keys import declared_cost
 from optbench.suite.spec import Suite

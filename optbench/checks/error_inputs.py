@@ -15,6 +15,11 @@ Tensor-valued option, ``fused``/``foreach``/...) are not asked of it unless its 
 inputs its spec's ``error_inputs`` leaves out are ``skip``. The console prints the failing inputs and, per
 implementation, one line summing them up.
 
+A candidate's error inputs are judged in the parent (``engine.judge``), which never imports it: its worker asks it
+each input and records what it answered (``Answering``: what it raised or warned, by class names and message, where,
+and whether it builds at all), and the judge runs the same judgement on those answers, matching a class that is not
+Python's by its name.
+
 An input's parameters carry the attributes its ``meta`` names (the suite's ``error_param_meta`` unless the
 input has its own), for optimizers that read metadata from their parameters (u-muP's ``mup_type``). Where
 the optimizer is known not to reject an input as torch does, the suite declares it (``check: errors``,
@@ -23,21 +28,17 @@ the optimizer is known not to reject an input as torch does, the suite declares 
 
 from __future__ import annotations
 
-import builtins
 import re
-import warnings
-
-import torch
 
 from optbench.adapters import group_hparams
-from optbench.adapters.group_options import carried
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.deviations import declared_status
+from optbench.checks.error_attempts import Answering, exception_class, raised_as
 from optbench.checks.registry import register_check
-from optbench.hyperparameters import IMPLEMENTATION_FLAGS, for_torch, is_tensor_form
+from optbench.hyperparameters import IMPLEMENTATION_FLAGS, is_tensor_form
 from optbench.implementations import Implementation
-from optbench.implementations.candidate import first_buildable
 from optbench.metrics import ERRORS_REJECTED
+from optbench.numerics.recording_file import save_answers
 from optbench.report import tables
 from optbench.results import row
 from optbench.suite.spec import ErrorInput, Suite
@@ -68,86 +69,6 @@ def error_inputs(suite: Suite) -> list[ErrorInput]:
     """The inputs a suite's optimizer (and any candidate run against it) must reject."""
     torch_suite = bool(suite.optimizer) and "." not in suite.optimizer
     return list(BASE) + (list(TORCH_OPTIM) if torch_suite else []) + list(suite.error_inputs)
-
-
-def _p(*shape, dtype=torch.float32) -> torch.nn.Parameter:
-    return torch.nn.Parameter(torch.rand(shape, dtype=dtype) + 0.5)  # shape () too
-
-
-def _sparse_param() -> torch.Tensor:
-    return torch.eye(3).to_sparse().requires_grad_()
-
-
-PARAMS = {  # name -> (params argument, the tensors that get gradients)
-    "default": lambda: (lambda a, b: ([("a.weight", a), ("b.weight", b)], [a, b]))(_p(4, 3), _p(3, 5)),
-    "single_tensor": lambda: (lambda a: (a, [a]))(_p(4, 3)),
-    "duplicate_in_group": lambda: (lambda a: ([a, a], [a]))(_p(4, 3)),
-    "duplicate_across_groups": lambda: (lambda a: ([{"params": [a]}, {"params": [a]}], [a]))(_p(4, 3)),
-    "mixed_names": lambda: (lambda a, b: ([("a.weight", a), b], [a, b]))(_p(4, 3), _p(3, 5)),
-    "mixed_named_groups": lambda: (lambda a, b: ([{"params": [("a.weight", a)]}, {"params": [b]}], [a, b]))(
-        _p(4, 3), _p(3, 5)),
-    "complex": lambda: (lambda a: ([("a.weight", a)], [a]))(_p(4, 3, dtype=torch.complex64)),
-    "one_d": lambda: (lambda a, b: ([("a.weight", a), ("b.bias", b)], [a, b]))(_p(4, 3), _p(3)),
-    "two_groups": lambda: (lambda a, b: ([{"params": [("a.weight", a)]}, {"params": [("b.weight", b)], "lr": 0.1}],
-                                         [a, b]))(
-        _p(4, 3), _p(3, 5)),
-    "unnamed": lambda: (lambda a, b: ([a, b], [a, b]))(_p(4, 3), _p(3, 5)),
-    "scalar": lambda: (lambda a: ([a], [a]))(_p()),
-    "zero_columns": lambda: (lambda a: ([a], [a]))(_p(3, 0)),
-    "sparse_param": lambda: (lambda a: ([a], [a]))(_sparse_param()),
-    "sparse_param_in_groups": lambda: (lambda a, b: ([{"params": [a]}, {"params": [b]}], [a, b]))(
-        _p(4, 3), _sparse_param()),
-}
-GRADIENTS = {"dense": lambda p: torch.ones_like(p), "sparse": lambda p: torch.ones_like(p).to_sparse()}
-
-
-def exception_class(name: str) -> type:
-    """A builtin or torch exception by name, or any by dotted path (a library's own: ``pkg.errors.BadLR``)."""
-    cls = getattr(builtins, name, None) or getattr(torch, name, None)
-    if cls is None and "." in name:
-        from optbench.dotted import CandidateError, import_dotted
-
-        try:
-            cls = import_dotted(name, "exception class")
-        except CandidateError:
-            cls = None
-    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-        raise ValueError(f"error input expects unknown exception class {name!r}")
-    return cls
-
-
-def attempt(cls: type, e: ErrorInput, meta: dict | None = None, options: dict | None = None,
-            group_options: dict | None = None) -> tuple[BaseException | None, str]:
-    """Build (and step) ``cls`` as ``e`` says (with ``options``, ``e.options`` spelled as ``cls`` spells them),
-    its parameters carrying ``e.meta`` (else ``meta``), in groups carrying ``group_options`` (a candidate spec's);
-    (what was raised or warned, or None; where)."""
-    expected = exception_class(e.raises)
-    params, with_grad = PARAMS[e.params]()
-    if group_options and not isinstance(params, torch.Tensor):  # a bare Tensor stays the class's own error
-        params = ([carried(group_options, g) for g in params] if all(isinstance(g, dict) for g in params)
-                  else [carried(group_options, {"params": list(params)})])
-    for p in with_grad:
-        for key, value in (e.meta if e.meta is not None else meta or {}).items():
-            setattr(p, key, value)
-    where = "construction"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            optimizer = cls(params, **for_torch(e.options if options is None else options))
-            if e.at == "step":
-                where = "step"
-                for p in with_grad:
-                    p.grad = GRADIENTS[e.grad](p.detach())
-                if isinstance(optimizer, torch.optim.LBFGS):
-                    optimizer.step(lambda: sum((p.real * p.real).sum() for p in with_grad))
-                else:
-                    optimizer.step()
-        except Exception as exc:
-            return exc, where
-    if issubclass(expected, Warning):
-        found = next((w.message for w in caught if issubclass(w.category, expected)), None)
-        return found, "construction"
-    return None, where
 
 
 def torch_convention(e: ErrorInput) -> bool:
@@ -197,7 +118,13 @@ class ErrorsCheck:
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         inputs = error_inputs(case.suite)
         e = inputs[int(case.label)]
-        status, detail, finding = judge(case, e)
+        judging = ctx.judging  # judged here from what the case's worker recorded (engine.judge)
+        asking = Answering(judging.recording.entries if judging is not None else None,
+                           record=ctx.recording_to is not None)
+        status, detail, finding = judge(case, e, asking, judging.foreign if judging is not None else None)
+        asking.finished()
+        if asking.record and asking.entries:  # (no answer: not asked of it, a row that gives no verdict)
+            save_answers(asking.entries, ctx.recording_to)
         rows = [row(case.labels | {"hparams": e.desc}, check="errors", metric=ERRORS_REJECTED,
                     value=float(status == "pass"), status=status, detail=detail, finding=finding)]
         shown = {"fail": "FAIL ", "xfail": "XFAIL", "xpass": "XPASS"}.get(status)
@@ -209,23 +136,21 @@ class ErrorsCheck:
         return Outcome(rows, "\n".join(lines))
 
 
-def _buildable_base(impl: Implementation, suite: Suite) -> dict | None:
-    """A candidate's arguments on the first hparam set it builds (None: none)."""
-    usable = first_buildable(impl, suite.hparams, {"weight": torch.nn.Parameter(torch.zeros(2, 2))})
-    return {**impl.base_kwargs, **impl.spelled(usable.options)} if usable is not None else None
-
-
 def _routed(names: tuple[str, ...], options: dict, grouped: dict | None) -> tuple[dict, dict | None]:
     """The constructor's options and the groups' (a spec's ``group_hparams`` go to the groups, as every build does)."""
     options, (into,) = group_hparams.into_groups(names, options, [grouped or {}])
     return options, into or grouped
 
 
-def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
-    """(status, detail, finding) of ``case``'s implementation given the invalid input ``e``."""
-    impl, suite = case.impl, case.suite
-    foreign = suite.foreign(impl)
-    status, why = not_asked(impl, e, suite) if foreign else ("", "")
+def judge(case: Case, e: ErrorInput, asking: Answering | None = None, foreign: bool | None = None) -> tuple[
+        str, str, str]:
+    """(status, detail, finding) of ``case``'s implementation given the invalid input ``e``, asked through
+    ``asking`` (default: directly); ``foreign``: what the plan found (the judge never imports the class)."""
+    impl, suite, asking = case.impl, case.suite, asking or Answering()
+    foreign = suite.foreign(impl) if foreign is None else foreign
+    # (replayed: the worker asked it, so the input was asked of it; whether its constructor takes the options is
+    # its class's to say, which the judge never imports)
+    status, why = not_asked(impl, e, suite) if foreign and not asking.replaying else ("", "")
     if status:
         return status, why, ""
     # a candidate is built as every case builds it (the reference's values of the options it names, its spec's
@@ -233,27 +158,27 @@ def judge(case: Case, e: ErrorInput) -> tuple[str, str, str]:
     base = impl.base_kwargs if impl.is_candidate else {}
     grouped = impl.spec.group_options if impl.is_candidate and impl.spec is not None else None
     names = group_hparams.names_of(impl.spec)
-    raised, where = attempt(impl.optimizer_class, e, suite.error_param_meta,
-                            *_routed(names, {**base, **impl.spelled(e.options)}, grouped))
+    raised, where = asking.attempt(impl.optimizer_class, e, suite.error_param_meta,
+                                   *_routed(names, {**base, **impl.spelled(e.options)}, grouped))
     expected = exception_class(e.raises)
     if foreign and isinstance(raised, NotImplementedError) and not issubclass(expected, NotImplementedError):
         # it implements no such configuration (bitsandbytes' SGD without momentum): on the first set it builds, the
         # input is judged if still invalid there; valid there, it needed a value the class does not implement
         why = f"NotImplementedError at {where}: {str(raised).splitlines()[0] if str(raised) else ''}"
-        usable = _buildable_base(impl, suite)
-        again = attempt(impl.optimizer_class, e, suite.error_param_meta,
-                        *_routed(names, {**usable, **impl.spelled(e.options)}, grouped)) \
+        usable = asking.buildable(impl, suite)
+        again = asking.attempt(impl.optimizer_class, e, suite.error_param_meta,
+                               *_routed(names, {**usable, **impl.spelled(e.options)}, grouped)) \
             if usable is not None else (None, "")
         if again[0] is None or isinstance(again[0], NotImplementedError):
             return "unsupported", f"it does not implement this configuration: {why}", ""
         raised, where = again
-    rejecting = (expected, *map(exception_class, impl.spec.rejects)) if foreign and impl.spec else (expected,)
+    rejecting = (e.raises, *impl.spec.rejects) if foreign and impl.spec else (e.raises,)
     message = str(raised).splitlines()[0] if raised is not None and str(raised) else ""
     if raised is None:
         status, detail = "fail", f"accepted: expected {e.raises} matching {e.match!r} at {e.at}"
-    elif isinstance(raised, expected) and re.search(e.match, str(raised)):
+    elif raised_as(raised, (e.raises,)) and re.search(e.match, str(raised)):
         status, detail = "pass", f"{type(raised).__name__} at {where}: {message}"
-    elif foreign and isinstance(raised, rejecting):  # its own wording: a rejection all the same
+    elif foreign and raised_as(raised, rejecting):  # its own wording: a rejection all the same
         status, detail = "pass", f"rejected in its own words: {type(raised).__name__} at {where}: {message}"
         if e.match:
             detail += f"; match: {e.match!r} not applied (this candidate is held to rejecting, not to the wording)"

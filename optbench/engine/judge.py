@@ -1,5 +1,5 @@
-"""The judge of a candidate's parity and cross-implementation agreement: their verdicts from numbers, in the parent,
-which never imports the code under test.
+"""The judge of a candidate's parity, cross-implementation agreement and error inputs: their verdicts from what its
+worker recorded, in the parent, which never imports the code under test.
 
 A candidate's parity case (``executor.judged_apart``) runs in a worker as any case does, and also writes what the
 candidate did as a recording (``numerics.recording_file``) into the run's ``recordings/`` folder. The worker's rows
@@ -22,6 +22,9 @@ the judge took from its parity recording (kept until the cross case of its group
 stepped here, in this process (the worker's for-loop shared a process with the candidate). A resumed run whose
 parity case finished in the earlier run has its worker record it again as it rebuilds the group (a replay), and the
 judge takes the trajectory from that recording.
+
+A candidate's error-input case records its answers (``checks.error_attempts.Answering``: what it raised or warned,
+where, whether it builds at all), which the judge hands to the errors check's own judgement.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 
 from optbench.cases import Case, Judging, RunContext
 from optbench.checks import REGISTRY
+from optbench.checks.error_inputs import error_inputs
 from optbench.engine.blueprint import Blueprint, error_outcome
 from optbench.engine.executor import Executor, recording_path
 from optbench.engine.selection import candidate_spec, suite_variants
@@ -41,11 +45,12 @@ from optbench.hyperparameters import from_data
 from optbench.implementations import Implementation
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import RUN_CASE_S
-from optbench.numerics.recording_file import Raised, RecordingError, largest, load_recording, of_the_case
+from optbench.numerics.recording_file import Answers, Raised, RecordingError, largest, load_recording, of_the_case
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
-JUDGED = ("parity", "cross")  # a candidate's cases of these checks are judged here
+JUDGED = ("parity", "cross", "errors")  # a candidate's cases of these checks are judged here
+ANSWERS_BYTES = 1 << 20  # the most an error input's recorded answers may unpack to
 
 
 class Judge:
@@ -63,6 +68,7 @@ class Judge:
         self._thread: threading.Thread | None = None
         self.kept: dict[int, dict] = {}  # a cross case's index -> the candidate's trajectory its parity left
         self.replaying: set[int] = set()  # finished cases judged again for their trajectory alone (no rows)
+        self.uncounted: list[str] = []  # statuses of error inputs its worker answered itself (skip, unsupported)
 
     def wants(self, index: int) -> bool:
         blueprint = self.blueprint()
@@ -77,6 +83,8 @@ class Judge:
             self._queue(index, [r for r in rows if r.get("metric") == RUN_CASE_S])  # what the case cost
             return None
         if not any(r.get("status") in VERDICTS for r in rows):
+            if self.blueprint().entries[index].check == "errors":  # (counted in the judge's summing-up line)
+                self.uncounted.extend(r["status"] for r in rows if r.get("metric") != RUN_CASE_S)
             return rows, line
         return self._error(index, "its worker sent a verdict without a recording: a candidate's parity verdict is "
                                   "the judge's, from what the worker records")
@@ -164,13 +172,15 @@ class Judge:
                 continue
             self.pending[index] = time.monotonic()
             try:
-                rows, line = self._cross(index) if self.blueprint().entries[index].check == "cross" \
-                    else self._judged(index)
+                check = self.blueprint().entries[index].check
+                rows, line = (self._cross if check == "cross" else self._errors if check == "errors"
+                              else self._judged)(index)
             except Exception as exc:  # a harness bug: the case is an error, never a silent pass or a lost case
                 rows, line = self._error(index, f"the judge failed: {type(exc).__name__}: {exc}")
             finally:
-                if self._ctx is not None:
-                    self._ctx.scratch.clear()
+                if self._ctx is not None:  # (the error inputs' counts go on, for their summing-up line)
+                    for key in [k for k in self._ctx.scratch if k[0] != "errors"]:
+                        del self._ctx.scratch[key]
             if generation == self.generation:
                 self.events.put((self, {"ev": "judged", "index": index, "line": line,
                                         "rows": None if cost is None else rows + cost}))
@@ -192,6 +202,31 @@ class Judge:
             Executor(ctx, self.planner.seed).execute(
                 REGISTRY["parity"], Case(case.suite, baseline, case.dtype, case.hset, case.device))
         rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["cross"], case)
+        return [r for r in rows if r.get("metric") != RUN_CASE_S], line
+
+    def _errors(self, index: int) -> tuple[list[dict], str]:
+        """A candidate's error-input case, from the answers its worker recorded."""
+        path = recording_path(self.folder, index)
+        try:
+            case = self._case(index)
+            answers = load_recording(path, ANSWERS_BYTES)
+            if not isinstance(answers, Answers):
+                raise RecordingError("it holds no answers to an error input")
+        except (RecordingError, LookupError) as exc:
+            return self._error(index, f"its recording was refused: {exc}")
+        finally:
+            if not self.keep:
+                path.unlink(missing_ok=True)
+        ctx = self._context()
+        counts = ctx.scratch.setdefault(("errors", case.impl_name), {})
+        while self.uncounted:
+            status = self.uncounted.pop()
+            counts[status] = counts.get(status, 0) + 1
+        ctx.judging = Judging(answers, {}, bool((self.blueprint().judging or {}).get("foreign", False)))
+        try:
+            rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["errors"], case)
+        finally:
+            ctx.judging = None
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
 
     def _judged(self, index: int) -> tuple[list[dict], str]:
@@ -227,15 +262,22 @@ class Judge:
 
     def _case(self, index: int) -> Case:
         """The planned case, built here from the plan's labels: the candidate stands in as its spec (data) alone."""
-        labels = self.blueprint().entries[index].labels
+        entry = self.blueprint().entries[index]
+        labels = entry.labels
         suite = next((s for s in self.planner.suites if s.name == labels["suite"]), None)
-        hset = next((h for h in suite.hparams if h.name == labels["hparams"]), None) if suite else None
-        if hset is None:
-            raise LookupError(f"the judge plans no parity case {labels['suite']}/{labels['hparams']}")
+        if entry.check == "errors":  # no hparam set: the error input's index in the suite's list
+            hset, label = None, labels["hparams"]
+            if suite is None or not label.isdigit() or int(label) >= len(error_inputs(suite)):
+                raise LookupError(f"the judge plans no error input {labels['suite']}/{label}")
+        else:
+            label = ""
+            hset = next((h for h in suite.hparams if h.name == labels["hparams"]), None) if suite else None
+            if hset is None:
+                raise LookupError(f"the judge plans no {entry.check} case {labels['suite']}/{labels['hparams']}")
         facts = self.blueprint().judging or {}
         impl = Implementation(labels["impl"], None, is_candidate=True, spec=candidate_spec(self.candidate, suite),
                               inherits_deviations=bool(facts.get("inherits_deviations", False)))
-        case = Case(suite, impl, labels["dtype"], hset, self.planner.device)
+        case = Case(suite, impl, labels["dtype"], hset, self.planner.device, label=label)
         if case.labels != labels:
             raise LookupError(f"the judge planned another case ({case.labels}) than {labels}")
         return case

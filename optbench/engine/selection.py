@@ -13,7 +13,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from optbench.adapters.spec import CandidateSpec, CandidateSpecError, is_spec_file, load_spec_file
 from optbench.checks import REGISTRY
-from optbench.checks.error_inputs import exception_class
+from optbench.checks.error_attempts import exception_class
 from optbench.hyperparameters import not_taken, plain
 from optbench.implementations import (
     TORCH_VARIANTS,

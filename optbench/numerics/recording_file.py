@@ -89,16 +89,40 @@ class Raised:
                              else self.names[:1]):
             cls = type(name, (cls,), {})
         try:
-            return cls(self.message)
+            exc = cls(self.message)
         except TypeError:  # a class that takes other arguments (UnicodeDecodeError): the names are what matter
-            return type(self.names[0], (Exception,), {})(self.message)
+            exc = type(self.names[0], (Exception,), {})(self.message)
+        exc.recorded_names = self.names  # matched by name where a class is not Python's (never imported to match)
+        return exc
+
+
+def raised_data(exc: BaseException) -> dict:
+    """What ``exc`` was, as JSON data: its class names (its MRO) and its message (``Raised``)."""
+    return {"names": [c.__name__ for c in type(exc).__mro__ if c is not object], "message": bounded(str(exc))}
+
+
+def raised_from(data: dict) -> Raised:
+    return Raised(tuple(str(n) for n in data["names"]), str(data["message"]))
 
 
 def save_raised(exc: BaseException, path: Path) -> Path:
     """Write what ``exc`` was (``Raised``) to ``path``, a recording with no steps."""
-    raised = {"names": [c.__name__ for c in type(exc).__mro__ if c is not object], "message": bounded(str(exc))}
     return _written(path, manifest=np.array(json.dumps({"format": FORMAT, "version": FORMAT_VERSION,
-                                                        "raised": raised})))
+                                                        "raised": raised_data(exc)})))
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What code under test answered, in order, where a check asks it things rather than steps it (the error
+    inputs): JSON entries the check writes and reads back itself (``checks.error_inputs.Answering``)."""
+
+    entries: tuple
+
+
+def save_answers(entries: list, path: Path) -> Path:
+    """Write a check's ``Answers`` to ``path``, a recording with no steps."""
+    return _written(path, manifest=np.array(json.dumps({"format": FORMAT, "version": FORMAT_VERSION,
+                                                        "answers": list(entries)})))
 
 
 def _written(path: Path, **arrays) -> Path:
@@ -109,7 +133,7 @@ def _written(path: Path, **arrays) -> Path:
     return Path(path)
 
 
-def load_recording(path: Path, max_bytes: int | None = None) -> Recording | Raised:
+def load_recording(path: Path, max_bytes: int | None = None) -> Recording | Raised | Answers:
     """A recording read back (``RecordingError`` for a file that is not one, or that would unpack to more than
     ``max_bytes``), its gradients left out (a gradient-driven step's ``grads`` is ``{}``): ``of_the_case`` checks it
     and puts the workload's in."""
@@ -128,9 +152,14 @@ def load_recording(path: Path, max_bytes: int | None = None) -> Recording | Rais
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise RecordingError(f"{Path(path).name}: not a readable recording ({type(exc).__name__}: {exc})") from None
     try:
-        if "raised" in manifest and manifest.get("format") == FORMAT and manifest.get("version") == FORMAT_VERSION:
-            raised = manifest["raised"]
-            return Raised(tuple(str(n) for n in raised["names"]), str(raised["message"]))
+        if manifest.get("format") == FORMAT and manifest.get("version") == FORMAT_VERSION:
+            if "raised" in manifest:
+                return raised_from(manifest["raised"])
+            if "answers" in manifest:
+                if not isinstance(manifest["answers"], list) or not all(isinstance(a, dict)
+                                                                        for a in manifest["answers"]):
+                    raise ValueError("its answers are not a list of objects")
+                return Answers(tuple(manifest["answers"]))
         return _recording(manifest, pools)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise RecordingError(f"{Path(path).name}: not a well-formed recording ({type(exc).__name__}: {exc})") from None
