@@ -206,7 +206,7 @@ def test_an_error_input_declared_for_a_finding_turns_xpass_once_it_is_rejected(u
     for cls in (uo.Adam, ValidatingAdam):
         impl = Implementation(f"candidate:{cls.__name__}", cls, is_candidate=True)
         index = next(i for i, e in enumerate(error_inputs(suite)) if e.desc == "a negative learning rate")
-        scratch = types.SimpleNamespace(scratch={})  # the run context: only its scratch is read
+        scratch = types.SimpleNamespace(scratch={}, judging=None, recording_to=None)  # the run context: what it reads
         (row, *_) = ErrorsCheck().run(Case(suite, impl, label=str(index)), scratch).rows
         status[cls.__name__] = (row["status"], row["detail"][:3])
     assert status == {"Adam": ("xfail", "F35"), "ValidatingAdam": ("xpass", "F35")}
