@@ -404,3 +404,34 @@ def test_answers_recorded_by_a_worker_are_the_errors_checks_to_read(tmp_path):
 
     assert isinstance(raised, ValueError) and raised_as(raised, ("pytorch_optimizer.base.exception.NegativeLRError",))
     assert not raised_as(raised, ("TypeError",))
+
+
+FOREACH_ONLY = """
+# @package _global_
+defaults:
+  - override /suite: sgd
+suite:
+  hparams:
+    - {name: only_foreach, options: {lr: 0.01, momentum: 0.9}, impls: [foreach], note: "a set the for-loop skips"}
+"""
+
+
+def test_the_judge_plans_the_for_loop_of_a_cross_case_as_the_run_did(tmp_path):
+    """A set the suite runs on other implementations than the for-loop: the run plans no for-loop trajectory for it,
+    so the candidate's cross case is a skip, judged in the parent as in one process (the judge does not step the
+    for-loop on a set the suite keeps from it)."""
+    (tmp_path / "conf" / "declared").mkdir(parents=True)
+    (tmp_path / "conf" / "declared" / "foreach_only.yaml").write_text(FOREACH_ONLY)
+    cross = {}
+    for jobs in ("0", "1"):
+        out = tmp_path / f"out{jobs}"
+        done = warm_command.run("run", "--config-dir", str(tmp_path / "conf"), "+declared=foreach_only",
+                                "dtype=float32", "checks=[parity,cross]", "candidate=torch.optim.SGD",
+                                "impl=[candidate,for-loop]", "history_dir=null", f"jobs={jobs}", f"out_dir={out}",
+                                cwd=tmp_path, timeout=300)
+        rows = json.loads((out / "results.json").read_text())["rows"]
+        cross[jobs] = [(r["status"], r["detail"]) for r in rows
+                       if r["check"] == "cross" and r["metric"] != "run.case_s"]
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert cross["1"] == cross["0"] and [s for s, _ in cross["1"]] == ["skip"], cross
+    assert "parity left no trajectory of for-loop" in cross["1"][0][1]

@@ -198,9 +198,15 @@ class Judge:
         ctx.scratch.clear()
         ctx.scratch.update(self.kept.pop(index, {}))
         baseline = suite_variants(case.suite).get(BASELINE)
-        if baseline is not None:  # its rows are its own parity case's, recorded from its worker
-            Executor(ctx, self.planner.seed).execute(
-                REGISTRY["parity"], Case(case.suite, baseline, case.dtype, case.hset, case.device))
+        if baseline is not None:  # planned as the run planned it (a set not for it: skipped); its rows are its worker's
+            ctx.impls = {case.suite.name: [baseline]}
+            try:
+                planned = next((c for c in REGISTRY["parity"].cases(case.suite, ctx)
+                                if c.labels == {**case.labels, "impl": BASELINE}), None)
+            finally:
+                ctx.impls = {}
+            if planned is not None:
+                Executor(ctx, self.planner.seed).execute(REGISTRY["parity"], planned)
         rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["cross"], case)
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
 
