@@ -435,3 +435,35 @@ def test_the_judge_plans_the_for_loop_of_a_cross_case_as_the_run_did(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
     assert cross["1"] == cross["0"] and [s for s, _ in cross["1"]] == ["skip"], cross
     assert "parity left no trajectory of for-loop" in cross["1"][0][1]
+
+
+RAISES_ANOTHER_CLASS = """
+import torch
+from optbench.suite.spec import Deviation
+
+Deviation.raised_by = lambda self, exc: True  # every raise is the declared one, in this process
+
+class Adafactor(torch.optim.Adafactor):  # raises another class than torch's ZeroDivisionError (F04)
+    def step(self, closure=None):
+        if any(p.numel() == 0 for group in self.param_groups for p in group["params"]):
+            raise RuntimeError("a zero-size parameter")
+        return super().step(closure)
+"""
+
+
+@pytest.mark.parametrize("jobs, status", [("1", "fail"), ("0", "xfail")])
+def test_a_declared_raise_on_some_parameters_is_judged_in_the_parent_from_what_the_worker_recorded(
+        tmp_path, jobs, status):
+    """The deviations check of a candidate (a raise its suite declares on some parameters, F04's zero-size one) is
+    judged in the parent from what the worker recorded it raised: a candidate that raises another class and makes
+    every raise the declared one in its process fails; where everything runs in one process (jobs=0) it would have
+    been the declared raise (xfail)."""
+    (tmp_path / "other.py").write_text(RAISES_ANOTHER_CLASS)
+    done = warm_command.run("run", "suite=adafactor", "dtype=float32", "checks=[deviations]",
+                            "candidate=other.Adafactor", "history_dir=null", f"jobs={jobs}",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    mine = [r for r in rows if r["impl"] == "candidate:other.Adafactor" and r["metric"] != "run.case_s"]
+    assert [r["status"] for r in mine] == [status], mine
+    assert "RuntimeError: a zero-size parameter" in mine[0]["detail"]
+    assert done.returncode == (1 if status == "fail" else 0), done.stdout + done.stderr

@@ -3,7 +3,8 @@
 A parity error row that matches a declared deviation does not decide the case's verdict; the
 deviation gets its own row: ``xfail`` while it still deviates, ``xpass`` once torch is fixed (time
 to remove the declaration), ``fail`` past its declared bound (then it is not the known deviation).
-A deviation that says the step ``raises`` on some FQN is checked here alone, on that FQN only.
+A deviation that says the step ``raises`` on some FQN is checked here alone, on that FQN only. A candidate's such
+case is judged in the parent (``engine.judge``) from what its worker recorded: the trajectory, or what it raised.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pandas as pd
 
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.registry import register_check
-from optbench.metrics import DEVIATION_MAX_ERR_EPS, DEVIATION_OBSERVED
+from optbench.metrics import CASE_ERROR, DEVIATION_MAX_ERR_EPS, DEVIATION_OBSERVED
+from optbench.numerics.recording_file import Raised, save_raised
 from optbench.numerics.trajectory import run_trajectory
 from optbench.report import tables
 from optbench.results import row
@@ -117,21 +119,37 @@ class DeviationsCheck:
                      grad_log10_range=tuple(ctx.settings.workload.grad_log10_range))
         return full.restricted(lambda spec: d.matches_spec(spec) and PARAM_FILTERS[suite.params](spec))
 
+    def workload(self, case: Case, ctx: RunContext):
+        """The case's workload: its hparam set's, with only the parameters its deviation names."""
+        alone = self._alone(case.suite, case.hset, case.suite.deviations[int(case.label)], ctx)
+        return complexify(alone, ctx.seed) if DTYPES[case.dtype].is_complex else alone
+
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         suite, d = case.suite, case.suite.deviations[int(case.label)]
-        alone = self._alone(suite, case.hset, d, ctx)
-        if DTYPES[case.dtype].is_complex:
-            alone = complexify(alone, ctx.seed)
+        alone = self.workload(case, ctx)
+        judging = ctx.judging  # judged here from what the case's worker recorded (engine.judge)
         try:
-            defaults = suite.defaults(case.impl.optimizer_class, case.impl.spec)
+            if judging is not None and isinstance(judging.recording, Raised):  # what the worker's run raised
+                raise judging.recording.exception()
+            defaults = (judging.defaults if judging is not None
+                        else suite.defaults(case.impl.optimizer_class, case.impl.spec))
             traj = run_trajectory(case.impl, case.hset, suite.reference, defaults,
                                   alone, DTYPES[case.dtype], ctx.device,
-                                  reference_options=case.impl.reference_options(suite.reference_options))
+                                  reference_options=case.impl.reference_options(suite.reference_options),
+                                  recorded=judging.recording if judging is not None else None,
+                                  save_to=ctx.recording_to)
+            if traj is None:  # recorded for the judge, whose verdict replaces this row
+                return Outcome([row(case.labels, check="deviation", metric=CASE_ERROR, value=1, status="error",
+                                    detail="recorded for the judge, whose verdict never came")])
             ok = bool((traj.errors.err_eps <= traj.errors.tol).all())
             status = "xpass" if ok else "fail"
             seen = ("no longer raises and passes parity: remove the declaration once the fix is released" if ok
                     else f"no longer raises {d.raises} but fails parity ({traj.errors.err_eps.max():.3g} eps)")
         except Exception as exc:
+            if ctx.recording_to is not None:  # for the judge, which matches it against the declaration
+                save_raised(exc, ctx.recording_to)
+                return Outcome([row(case.labels, check="deviation", metric=CASE_ERROR, value=1, status="error",
+                                    detail="recorded for the judge, whose verdict never came")])
             status = "xfail" if d.raised_by(exc) else "fail"
             message = str(exc).splitlines()[0] if str(exc) else ""
             seen = f"{'still raises' if status == 'xfail' else 'raises'} {type(exc).__name__}: {message}"

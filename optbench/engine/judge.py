@@ -1,32 +1,25 @@
-"""The judge of a candidate's parity, cross-implementation agreement and error inputs: their verdicts from what its
-worker recorded, in the parent, which never imports the code under test.
+"""The judge of a candidate's cases: their verdicts from what its worker recorded, in the parent, which never
+imports the code under test.
 
-A candidate's parity case (``executor.judged_apart``) runs in a worker as any case does, and also writes what the
-candidate did as a recording (``numerics.recording_file``) into the run's ``recordings/`` folder. The worker's rows
-for that case are not the case's: the parent hands the recording to its ``Judge``, a thread of the parent process
-(which has never imported, inspected or built the candidate; the float64 references and optbench's checks there are
-as they were loaded), which checks the recording against the case it planned itself (``of_the_case``: names,
-steps, shapes, precision, its own start and the workload's gradients), steps the reference beside it and writes the
-case's rows with the parity check's own code. What the judge knows of the candidate's class (its defaults, whether
-it is another class than the suite's, whether the suite's deviations cover it) is what the plan found
-(``Blueprint.judging``). A case whose worker wrote no recording keeps only the rows that give no verdict (error,
-unsupported, skip, fail); a pass, xpass or xfail without a recording is refused: only the judge gives those. A case
-that raised as its suite declares recorded what it raised (``recording_file.Raised``), which the parity check, run
-here, matches against the declaration. A
-recording the judge refuses, or a judgement that raises, is an error row; a judgement that outlives
-``case_timeout_s`` is given up (an error row) and the judge goes on in a fresh thread. The recording is deleted
-once judged unless ``parity.keep_recordings`` is set.
+A candidate's parity, declared-raise (deviations) and error-input cases (``executor.judged_apart``) run in a worker
+as any case does, which records what the candidate did into the run's ``recordings/`` folder instead of judging it
+(``numerics.recording_file``: a trajectory, what it raised, or its answers to an invalid input,
+``checks.error_attempts.Answering``). The parent hands each recording to its ``Judge``, a thread of the parent
+process (which has never imported, inspected or built the candidate; the float64 references and optbench's checks
+there are as they were loaded), which checks a trajectory against the case it planned itself (``of_the_case``:
+names, steps, shapes, precision, its own start and the workload's gradients) and writes the case's rows with the
+check's own code. What it knows of the candidate's class (its defaults, whether it is another class than the
+suite's, whether the suite's deviations cover it) is what the plan found (``Blueprint.judging``). A case whose worker
+wrote no recording keeps only rows that give no verdict (error, unsupported, skip, fail): a pass, xpass or xfail
+without one is refused. A refused recording, or a judgement that raises, is an error row; one past
+``case_timeout_s`` is given up (an error row) and the judge goes on in a fresh thread. Recordings are deleted once
+judged unless ``parity.keep_recordings`` is set.
 
-A candidate's cross case is judged here too, with the cross check's own code: the candidate's side is the trajectory
-the judge took from its parity recording (kept until the cross case of its group comes), torch's for-loop side is
-stepped here, in this process (the worker's for-loop shared a process with the candidate). A resumed run whose
-parity case finished in the earlier run has its worker record it again as it rebuilds the group (a replay), and the
-judge takes the trajectory from that recording.
-
-A candidate's error-input case records its answers (``checks.error_attempts.Answering``: what it raised or warned,
-where, whether it builds at all), which the judge hands to the errors check's own judgement.
+A candidate's cross case is judged here too: its side is the trajectory the judge took from its parity recording
+(kept until the cross case of its group comes), torch's for-loop is stepped here (the worker's shared a process with
+the candidate). A resumed run's worker records a finished parity case again as it rebuilds its group, for the judge
+to take the trajectory from.
 """
-
 from __future__ import annotations
 
 import queue
@@ -49,7 +42,7 @@ from optbench.numerics.recording_file import Answers, Raised, RecordingError, la
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
-JUDGED = ("parity", "cross", "errors")  # a candidate's cases of these checks are judged here
+JUDGED = ("parity", "cross", "deviations", "errors")  # a candidate's cases of these checks are judged here
 ANSWERS_BYTES = 1 << 20  # the most an error input's recorded answers may unpack to
 
 
@@ -236,11 +229,15 @@ class Judge:
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
 
     def _judged(self, index: int) -> tuple[list[dict], str]:
+        """A candidate's parity case, or a case of a deviation that makes its step raise on some parameters, from
+        the trajectory (or what it raised) its worker recorded."""
         path = recording_path(self.folder, index)
+        check = REGISTRY[self.blueprint().entries[index].check]
         try:
             case = self._case(index)
             ctx = self._context()
-            workload = ctx.workload(case.suite, case.hset, case.dtype)
+            workload = (check.workload(case, ctx) if check.name == "deviations"
+                        else ctx.workload(case.suite, case.hset, case.dtype))
             recording = load_recording(path, largest(workload))
             if not isinstance(recording, Raised):  # (what it raised: matched against a declared raise by the check)
                 recording = of_the_case(recording, workload, DTYPES[case.dtype], ctx.device)
@@ -257,10 +254,10 @@ class Judge:
             return self._error(index, f"its recording cannot be judged apart: {exc}")
         ctx.judging = Judging(recording, defaults, bool(facts.get("foreign", False)))
         try:
-            rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["parity"], case)
+            rows, line = Executor(ctx, self.planner.seed).execute(check, case)
         finally:
             ctx.judging = None
-        cross = self._cross_of(index)
+        cross = self._cross_of(index) if check.name == "parity" else None
         if cross is not None:  # what the cross case of its group compares
             self.kept[cross] = {key: ctx.scratch[key] for key in (("snapshots", case.impl_name),
                                                                    ("declared", case.impl_name)) if key in ctx.scratch}
@@ -283,10 +280,28 @@ class Judge:
         facts = self.blueprint().judging or {}
         impl = Implementation(labels["impl"], None, is_candidate=True, spec=candidate_spec(self.candidate, suite),
                               inherits_deviations=bool(facts.get("inherits_deviations", False)))
+        if entry.check == "deviations":  # which deviation: its place among the run's cases of the same labels
+            return self._planned(index, impl, suite)
         case = Case(suite, impl, labels["dtype"], hset, self.planner.device, label=label)
         if case.labels != labels:
             raise LookupError(f"the judge planned another case ({case.labels}) than {labels}")
         return case
+
+    def _planned(self, index: int, impl: Implementation, suite) -> Case:
+        """The case ``index`` as its check plans it for ``impl``: the n-th of its cases with the labels of the n-th
+        such entry of the plan."""
+        entries = self.blueprint().entries
+        entry = entries[index]
+        nth = sum(e.check == entry.check and e.labels == entry.labels for e in entries[:index])
+        ctx = self._context()
+        ctx.impls = {suite.name: [impl]}
+        try:
+            planned = [c for c in REGISTRY[entry.check].cases(suite, ctx) if c.labels == entry.labels]
+        finally:
+            ctx.impls = {}
+        if nth >= len(planned):
+            raise LookupError(f"the judge plans no {entry.check} case {entry.labels} (#{nth + 1})")
+        return planned[nth]
 
     def _context(self) -> RunContext:
         if self._ctx is None:
