@@ -88,7 +88,7 @@ class Judge:
         if index in self.pending:  # still being judged from its first run, which keeps its trajectory
             return
         path = recording_path(self.folder, index)
-        cross = self._cross_of(index)
+        cross = self._cross_of(index) if self.blueprint().entries[index].check == "parity" else None
         if cross is not None and cross not in self.kept and path.is_file():
             self.replaying.add(index)
             self._queue(index, None)
