@@ -20,6 +20,7 @@ A candidate's cross case is judged here too: its side is the trajectory the judg
 the candidate). A resumed run's worker records a finished parity case again as it rebuilds its group, for the judge
 to take the trajectory from.
 """
+
 from __future__ import annotations
 
 import queue
@@ -79,7 +80,7 @@ class Judge:
             if self.blueprint().entries[index].check == "errors":  # (counted in the judge's summing-up line)
                 self.uncounted.extend(r["status"] for r in rows if r.get("metric") != RUN_CASE_S)
             return rows, line
-        return self._error(index, "its worker sent a verdict without a recording: a candidate's parity verdict is "
+        return self._error(index, "its worker sent a verdict without a recording: a candidate's verdict here is "
                                   "the judge's, from what the worker records")
 
     def replayed(self, index: int) -> None:
