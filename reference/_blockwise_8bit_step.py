@@ -1,0 +1,58 @@
+"""One step of an 8-bit block-wise Adam(W) (Dettmers et al., 2022, "8-bit Optimizers via Block-wise Quantization",
+arXiv:2110.02861, Algorithm 1) in float64, taken from the implementation's own quantized state.
+
+The state of an 8-bit optimizer is, per moment, uint8 codes of the parameter's shape, the absolute maximum of each
+block of ``blocksize`` consecutive elements, and the map the codes index (``_quantization``: the signed dynamic map
+for the first moment, the unsigned one for the second). A step dequantizes both moments, updates them in 32-bit
+arithmetic (here float64) as Adam does, updates the parameter from the updated moments, not yet quantized, and
+quantizes the moments again with a fresh absmax per block. With decoupled weight decay (AdamW) the parameter first
+shrinks by ``lr * weight_decay``; the bias corrections are those of Adam (Kingma and Ba, 2015).
+
+Judged one step at a time from the implementation's own state, the comparison is in the quantizer's units: the
+parameter's update to float tolerance, the new absmax to float tolerance, and the new codes equal to the
+reference's but where the value lies within the implementation's rounding of a decision boundary
+(``code_disagreements``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._quantization import dequantize_blockwise, disagreement_distance, quantize_blockwise
+
+BLOCKSIZE = 256  # the block size of the 8-bit optimizers' state (bitsandbytes' optimizers, the paper's Section 2)
+
+
+def adamw_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict, blocksize: int = BLOCKSIZE) -> tuple[
+        np.ndarray, dict]:
+    """(the new parameter, the new state) of one AdamW step from ``state``: ``codes1``/``absmax1``/``map1`` (first
+    moment), ``codes2``/``absmax2``/``map2`` (second moment) and ``step`` (steps taken before this one); ``hp``:
+    ``lr``, ``betas``, ``eps``, ``weight_decay`` (0: Adam). The new state holds the new codes and absmax and, as
+    ``exp_avg``/``exp_avg_sq``, the float64 moments they quantize."""
+    beta1, beta2 = (float(b) for b in hp["betas"])
+    lr, eps, decay = float(hp["lr"]), float(hp["eps"]), float(hp.get("weight_decay", 0.0))
+    step = int(state["step"]) + 1
+    g = np.asarray(grad, dtype=np.float64)
+    m = dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize)
+    v = dequantize_blockwise(state["codes2"], state["absmax2"], state["map2"], blocksize)
+    m = beta1 * m + (1.0 - beta1) * g
+    v = beta2 * v + (1.0 - beta2) * g * g
+    denom = np.sqrt(v) / np.sqrt(1.0 - beta2 ** step) + eps
+    p = np.asarray(param, dtype=np.float64) * (1.0 - lr * decay)
+    p = p - lr / (1.0 - beta1 ** step) * m / denom
+    codes1, absmax1 = quantize_blockwise(m, state["map1"], blocksize)
+    codes2, absmax2 = quantize_blockwise(v, state["map2"], blocksize)
+    return p, {"step": step, "codes1": codes1, "absmax1": absmax1, "map1": state["map1"], "codes2": codes2,
+               "absmax2": absmax2, "map2": state["map2"], "exp_avg": m, "exp_avg_sq": v}
+
+
+def code_disagreements(value: np.ndarray, codes: np.ndarray, reference_codes: np.ndarray, code: np.ndarray,
+                       absmax: np.ndarray, rounding: float, blocksize: int = BLOCKSIZE) -> tuple[int, int, float]:
+    """(codes that differ from the reference's, those of them no rounding explains, the largest distance of a
+    differing value from the boundaries between the two codes), for the float64 ``value`` the reference quantized
+    (with ``absmax``, the reference's). A differing code is explained where that distance is within ``rounding``
+    (normalized units: the implementation's arithmetic, and its quantizer's own grid where it has one)."""
+    distance = disagreement_distance(value, codes, reference_codes, code, absmax, blocksize)
+    differ = np.asarray(codes) != np.asarray(reference_codes)
+    return (int(np.count_nonzero(differ)), int(np.count_nonzero(distance > rounding)),
+            float(distance.max()) if distance.size else 0.0)
