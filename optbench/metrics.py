@@ -29,7 +29,7 @@ PARITY_XMAX_ERR_EPS_VS_FORLOOP = "parity.xmax_err_eps_vs_forloop"
 STATE_DTYPE = "state.dtype"  # bits of the dtype a state tensor is kept in
 
 DEVIATION_MAX_ERR_EPS = "deviation.max_err_eps"  # a declared deviation's observed size, in eps
-DEVIATION_OBSERVED = "deviation.observed"  # whether a declared deviation still shows
+DEVIATION_OBSERVED = "deviation.observed"  # a declared raise: 1 if the step raised, 0 if not; differentiable: its size
 
 DIFFERENTIABLE_MAX_REL_ERR = "differentiable.max_rel_err"  # largest relative error of a derivative through the step
 

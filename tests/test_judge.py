@@ -468,3 +468,30 @@ def test_a_declared_raise_on_some_parameters_is_judged_in_the_parent_from_what_t
     assert [r["status"] for r in mine] == [status], mine
     assert "RuntimeError: a zero-size parameter" in mine[0]["detail"]
     assert done.returncode == (1 if status == "fail" else 0), done.stdout + done.stderr
+
+
+FOREIGN_RAISING = """
+from optbench.kernels.adafactor import Adafactor as Own
+
+class Adafactor(Own):  # another class than torch's: F04 (torch's ZeroDivisionError) is not declared of it
+    def step(self, closure=None):
+        if RAISE and any(p.numel() == 0 for group in self.param_groups for p in group["params"]):
+            raise ZeroDivisionError("float division by zero")
+        return super().step(closure)
+"""
+
+
+@pytest.mark.parametrize("raises, status", [(True, "fail"), (False, "pass")])
+def test_a_raise_declared_of_the_suites_class_never_covers_another_class(tmp_path, raises, status):
+    """A candidate that neither is nor subclasses torch's Adafactor and raises torch's F04 ZeroDivisionError on a
+    zero-size parameter fails (a declaration meant for torch's class hides nothing of it); one that steps it passes
+    as plain parity, never an xpass that asks to remove torch's declaration."""
+    (tmp_path / "foreign.py").write_text(f"RAISE = {raises}\n" + FOREIGN_RAISING)
+    done = warm_command.run("run", "suite=adafactor", "dtype=float32", "checks=[deviations]",
+                            "candidate=foreign.Adafactor", "history_dir=null", "jobs=1",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    mine = [r for r in rows if r["impl"] == "candidate:foreign.Adafactor" and r["metric"] != "run.case_s"]
+    assert [(r["status"], r["finding"], r["value"]) for r in mine] == [(status, "", float(raises))], mine
+    assert "declared of that class" in mine[0]["detail"]
+    assert done.returncode == (1 if raises else 0), done.stdout + done.stderr

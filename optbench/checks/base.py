@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.metrics import CASE_ERROR
+from optbench.results import row
 from optbench.suite.spec import Suite
 
 
@@ -27,3 +29,10 @@ class Check(Protocol):
     def group(self, case: Case) -> tuple: ...
 
     def run(self, case: Case, ctx: RunContext) -> Outcome: ...
+
+
+def awaiting_judge(labels: dict, check: str) -> Outcome:
+    """What a worker writes for a case it recorded for the judge (``engine.judge``): an error row, which the judge's
+    verdict replaces (and which stays, saying so, if that verdict never comes)."""
+    return Outcome([row(labels, check=check, metric=CASE_ERROR, value=1, status="error",
+                        detail="recorded for the judge, whose verdict never came")])

@@ -14,8 +14,9 @@ import fnmatch
 import pandas as pd
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.base import awaiting_judge
 from optbench.checks.registry import register_check
-from optbench.metrics import CASE_ERROR, DEVIATION_MAX_ERR_EPS, DEVIATION_OBSERVED
+from optbench.metrics import DEVIATION_MAX_ERR_EPS, DEVIATION_OBSERVED
 from optbench.numerics.recording_file import Raised, save_raised
 from optbench.numerics.trajectory import run_trajectory
 from optbench.report import tables
@@ -139,22 +140,30 @@ class DeviationsCheck:
                                   recorded=judging.recording if judging is not None else None,
                                   save_to=ctx.recording_to)
             if traj is None:  # recorded for the judge, whose verdict replaces this row
-                return Outcome([row(case.labels, check="deviation", metric=CASE_ERROR, value=1, status="error",
-                                    detail="recorded for the judge, whose verdict never came")])
-            ok = bool((traj.errors.err_eps <= traj.errors.tol).all())
-            status = "xpass" if ok else "fail"
-            seen = ("no longer raises and passes parity: remove the declaration once the fix is released" if ok
-                    else f"no longer raises {d.raises} but fails parity ({traj.errors.err_eps.max():.3g} eps)")
+                return awaiting_judge(case.labels, "deviation")
+            ok, raised = bool((traj.errors.err_eps <= traj.errors.tol).all()), False
+            if not d.covers(case.impl):  # another class than the one the declaration describes: plain parity
+                status, seen = ("pass", "does not raise, and passes parity") if ok else (
+                    "fail", f"does not raise, but fails parity ({traj.errors.err_eps.max():.3g} eps)")
+            else:
+                status = "xpass" if ok else "fail"
+                seen = ("no longer raises and passes parity: remove the declaration once the fix is released" if ok
+                        else f"no longer raises {d.raises} but fails parity ({traj.errors.err_eps.max():.3g} eps)")
         except Exception as exc:
             if ctx.recording_to is not None:  # for the judge, which matches it against the declaration
                 save_raised(exc, ctx.recording_to)
-                return Outcome([row(case.labels, check="deviation", metric=CASE_ERROR, value=1, status="error",
-                                    detail="recorded for the judge, whose verdict never came")])
-            status = "xfail" if d.raised_by(exc) else "fail"
+                return awaiting_judge(case.labels, "deviation")
+            raised = True
+            status = "xfail" if d.raised_by(exc) and d.covers(case.impl) else "fail"
             message = str(exc).splitlines()[0] if str(exc) else ""
             seen = f"{'still raises' if status == 'xfail' else 'raises'} {type(exc).__name__}: {message}"
         labels = case.labels | {"hparams": case.hset.name}
-        rows = [row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=float(status == "xpass"), fqn=d.fqn,
-                    status=status, detail=f"{d.finding}: {d.reason} Observed: {seen}", finding=d.finding)]
+        covered = d.covers(case.impl)  # else judged as any parameters: the declaration names another class's raise
+        detail = (f"{d.finding}: {d.reason} Observed: {seen}" if covered else
+                  f"the parameters {d.fqn} alone, on which {case.suite.optimizer or 'the suite'}'s class raises "
+                  f"{d.raises} ({d.finding}, declared of that class, which this candidate neither is nor "
+                  f"subclasses): {seen}")
+        rows = [row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=float(raised),
+                    fqn=d.fqn, status=status, detail=detail, finding=d.finding if covered else "")]
         return Outcome(rows, f"  {status.upper():5} deviation {case.impl_name:>10} {case.dtype:>8} "
                              f"{d.finding} {d.fqn}: {seen}")

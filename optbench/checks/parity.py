@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from optbench.adapters.sparse import refused as sparse_refused
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.base import awaiting_judge
 from optbench.checks.deviations import deviation_rows, split
 from optbench.checks.registry import register_check
 from optbench.hyperparameters import describe
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import (
-    CASE_ERROR,
     CASE_SKIPPED,
     CASE_UNSUPPORTED,
     DEVIATION_OBSERVED,
@@ -184,7 +184,7 @@ class ParityCheck:
             if ctx.recording_to is not None:  # for the judge, which matches it against the declaration again
                 save_raised(exc, ctx.recording_to)
             seen = f"still raises {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            return Outcome([row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=0, status="xfail",
+            return Outcome([row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=1, status="xfail",
                                 detail=f"{declared.finding}: {declared.reason} Observed: {seen}",
                                 finding=declared.finding),
                             row(labels, check="parity", metric=PARITY_MAX_ERR_EPS, value=float("nan"), status="xfail",
@@ -192,10 +192,9 @@ class ParityCheck:
                            f"  XFAIL parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} "
                            f"{declared.finding}: {seen}")
         if traj is None:  # recorded for the judge (engine.judge), whose verdict replaces this row
-            return Outcome([row(labels, check="parity", metric=CASE_ERROR, value=1, status="error",
-                                detail="recorded for the judge, whose verdict never came")])
+            return awaiting_judge(labels, "parity")
         ctx.scratch[("snapshots", case.impl_name)] = traj.snapshots
-        fixed = [row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=1, status="xpass",
+        fixed = [row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=0, status="xpass",
                      detail=f"{d.finding}: {d.reason} Observed: no longer raises: "
                             "remove the declaration once the fix is released")
                  for d in raising]

@@ -214,6 +214,12 @@ class Deviation:
         """``dtype`` matches the glob, or is complex and its parts' dtype does (complex128: float64's)."""
         return any(fnmatch.fnmatchcase(d, self.dtype) for d in (dtype, REAL_PARTS.get(dtype, dtype)))
 
+    def covers(self, impl) -> bool:
+        """Whether this declaration may describe ``impl`` (an Implementation, or a name: torch's) at all: torch's
+        variants and a candidate that inherits the suite's declarations do; any other candidate only where the
+        declaration names candidates (``impl: candidate:...``, a library's own finding)."""
+        return getattr(impl, "inherits_deviations", True) or self.impl.startswith("candidate:")
+
     def matches_case(self, impl: str, dtype: str, hparams: str) -> bool:
         return self.matches_dtype(dtype) and all(fnmatch.fnmatchcase(v, p)
                                                  for v, p in ((impl, self.impl), (hparams, self.hparams)))
@@ -328,11 +334,10 @@ class Suite:
         candidate is judged at plain tolerance, bar a deviation whose ``impl`` names candidates explicitly
         (``candidate:pytorch_optimizer.*``: a third-party library's own finding). A deviation a complex dtype
         inherits from its parts' dtype need not show there: never an xpass."""
-        inherits = getattr(impl, "inherits_deviations", True)
         name = getattr(impl, "name", impl)
         return [d if fnmatch.fnmatchcase(dtype, d.dtype) else replace(d, intermittent=True)
                 for d in self.deviations if d.check == check and d.matches_case(name, dtype, hparams)
-                and (inherits or d.impl.startswith("candidate:"))]
+                and d.covers(impl)]
 
     def described_by_deviations(self, cls: type) -> bool:
         """Whether ``cls`` is, or subclasses, the class this suite's deviations describe (its torch optimizer,
