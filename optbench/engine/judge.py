@@ -47,6 +47,10 @@ JUDGED = ("parity", "cross", "deviations", "errors")  # a candidate's cases of t
 ANSWERS_BYTES = 1 << 20  # the most an error input's recorded answers may unpack to
 
 
+class Refused(Exception):
+    """A recording the judge will not judge from: the case is an error row that says why."""
+
+
 class Judge:
     """Judges the recordings of a run's candidate parity cases, one at a time, in a thread of this process; each
     result goes to ``events`` as ``(judge, {"ev": "judged", "index", "rows", "line"})``."""
@@ -63,6 +67,7 @@ class Judge:
         self.kept: dict[int, dict] = {}  # a cross case's index -> the candidate's trajectory its parity left
         self.replaying: set[int] = set()  # finished cases judged again for their trajectory alone (no rows)
         self.uncounted: list[str] = []  # statuses of error inputs its worker answered itself (skip, unsupported)
+        self._crosses: tuple | None = None  # (the blueprint, its cross cases' indices by their labels)
 
     def wants(self, index: int) -> bool:
         blueprint = self.blueprint()
@@ -73,11 +78,12 @@ class Judge:
     def take(self, index: int, rows: list[dict], line: str) -> tuple[list[dict], str] | None:
         """A judged case's rows from its worker: queued for judging (None) where it wrote its recording (a cross
         case: always), else the rows to record now (a verdict among them refused)."""
-        if self.blueprint().entries[index].check == "cross" or recording_path(self.folder, index).is_file():
+        check = self.blueprint().entries[index].check
+        if check == "cross" or recording_path(self.folder, index).is_file():
             self._queue(index, [r for r in rows if r.get("metric") == RUN_CASE_S])  # what the case cost
             return None
         if not any(r.get("status") in VERDICTS for r in rows):
-            if self.blueprint().entries[index].check == "errors":  # (counted in the judge's summing-up line)
+            if check == "errors":  # (counted in the judge's summing-up line)
                 self.uncounted.extend(r["status"] for r in rows if r.get("metric") != RUN_CASE_S)
             return rows, line
         return self._error(index, "its worker sent a verdict without a recording: a candidate's verdict here is "
@@ -169,6 +175,8 @@ class Judge:
                 check = self.blueprint().entries[index].check
                 rows, line = (self._cross if check == "cross" else self._errors if check == "errors"
                               else self._judged)(index)
+            except Refused as exc:
+                rows, line = self._error(index, str(exc))
             except Exception as exc:  # a harness bug: the case is an error, never a silent pass or a lost case
                 rows, line = self._error(index, f"the judge failed: {type(exc).__name__}: {exc}")
             finally:
@@ -181,9 +189,11 @@ class Judge:
 
     def _cross_of(self, index: int) -> int | None:
         """The candidate's cross case of the same group as its parity case ``index`` (None: the run plans none)."""
-        entries = self.blueprint().entries
-        labels = entries[index].labels
-        return next((i for i, e in enumerate(entries) if e.check == "cross" and e.labels == labels), None)
+        blueprint = self.blueprint()
+        if self._crosses is None or self._crosses[0] is not blueprint:
+            self._crosses = (blueprint, {tuple(sorted(e.labels.items())): i for i, e in enumerate(blueprint.entries)
+                                         if e.check == "cross"})
+        return self._crosses[1].get(tuple(sorted(blueprint.entries[index].labels.items())))
 
     def _cross(self, index: int) -> tuple[list[dict], str]:
         """A candidate's cross case: its trajectory as its parity recording gave it, against torch's for-loop
@@ -206,17 +216,12 @@ class Judge:
 
     def _errors(self, index: int) -> tuple[list[dict], str]:
         """A candidate's error-input case, from the answers its worker recorded."""
-        path = recording_path(self.folder, index)
-        try:
-            case = self._case(index)
+        def answers_in(path: Path, case: Case, ctx: RunContext) -> Answers:
             answers = load_recording(path, ANSWERS_BYTES)
             if not isinstance(answers, Answers):
                 raise RecordingError("it holds no answers to an error input")
-        except (RecordingError, LookupError) as exc:
-            return self._error(index, f"its recording was refused: {exc}")
-        finally:
-            if not self.keep:
-                path.unlink(missing_ok=True)
+            return answers
+        case, answers = self._load(index, answers_in)
         ctx = self._context()
         counts = ctx.scratch.setdefault(("errors", case.impl_name), {})
         while self.uncounted:
@@ -232,21 +237,17 @@ class Judge:
     def _judged(self, index: int) -> tuple[list[dict], str]:
         """A candidate's parity case, or a case of a deviation that makes its step raise on some parameters, from
         the trajectory (or what it raised) its worker recorded."""
-        path = recording_path(self.folder, index)
         check = REGISTRY[self.blueprint().entries[index].check]
-        try:
-            case = self._case(index)
-            ctx = self._context()
+
+        def trajectory_in(path: Path, case: Case, ctx: RunContext):
             workload = (check.workload(case, ctx) if check.name == "deviations"
                         else ctx.workload(case.suite, case.hset, case.dtype))
             recording = load_recording(path, largest(workload))
-            if not isinstance(recording, Raised):  # (what it raised: matched against a declared raise by the check)
-                recording = of_the_case(recording, workload, DTYPES[case.dtype], ctx.device)
-        except (RecordingError, LookupError) as exc:
-            return self._error(index, f"its recording was refused: {exc}")
-        finally:
-            if not self.keep:
-                path.unlink(missing_ok=True)
+            if isinstance(recording, Raised):  # what it raised: matched against a declared raise by the check
+                return recording
+            return of_the_case(recording, workload, DTYPES[case.dtype], ctx.device)
+        case, recording = self._load(index, trajectory_in)
+        ctx = self._context()
         facts = self.blueprint().judging or {}
         try:
             defaults = (case.suite.defaults() if case.suite.optimizer_class() is not None
@@ -263,6 +264,19 @@ class Judge:
             self.kept[cross] = {key: ctx.scratch[key] for key in (("snapshots", case.impl_name),
                                                                    ("declared", case.impl_name)) if key in ctx.scratch}
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
+
+    def _load(self, index: int, read: Callable[[Path, Case, RunContext], object]) -> tuple[Case, object]:
+        """The planned case ``index`` and what ``read(path, case, ctx)`` takes from its recording, which goes once
+        read, unless kept; one refused (or a case the judge cannot plan) raises ``Refused``."""
+        path = recording_path(self.folder, index)
+        try:
+            case = self._case(index)
+            return case, read(path, case, self._context())
+        except (RecordingError, LookupError) as exc:
+            raise Refused(f"its recording was refused: {exc}") from exc
+        finally:
+            if not self.keep:
+                path.unlink(missing_ok=True)
 
     def _case(self, index: int) -> Case:
         """The planned case, built here from the plan's labels: the candidate stands in as its spec (data) alone."""
