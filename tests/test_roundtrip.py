@@ -138,7 +138,7 @@ def test_a_variant_that_steps_only_on_cuda_skips_the_scenarios_that_cross_to_the
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     impl = SimpleNamespace(name="graphed", needs_cuda=True, compiled=False)
     case = SimpleNamespace(impl=impl, dtype="float32", device=torch.device("cuda"), suite=None)
-    session = SimpleNamespace(case=case, ctx=None)
+    session = SimpleNamespace(case=case, ctx=None, tape=None)
     for scenario in (s for s in SCENARIOS if s.devices):
         status, detail, _, _ = roundtrip.run_scenario(session, scenario)
         assert status == "skip" and "steps only on CUDA" in detail, (scenario.name, status, detail)

@@ -17,11 +17,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.base import awaiting_judge
 from optbench.checks.deviations import declared_status
 from optbench.checks.registry import register_check
-from optbench.checks.roundtrip_scenario import Session, run_scenario, scenario_part
+from optbench.checks.roundtrip_scenario import run_scenario, scenario_part
+from optbench.checks.roundtrip_session import Session
+from optbench.checks.roundtrip_tape import Tape, text_in
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import CASE_UNSUPPORTED, positional_metric, roundtrip_metric
+from optbench.numerics.recording_file import RecordingError, save_answers
 from optbench.report import roundtrip as roundtrip_tables
 from optbench.results import DECLARED, row
 from optbench.state.positional import POSITIONAL
@@ -139,13 +143,31 @@ class RoundTripCheck:
             return Outcome([row(case.labels, check="roundtrip", metric=CASE_UNSUPPORTED, value=1,
                                 status="unsupported", detail=case.skip)],
                            f"  UNSUP round-trip {case.impl_name:>10} {case.dtype}: {case.skip}")
+        judging = ctx.judging  # judged here from what the case's worker recorded (engine.judge)
+        tape = Tape(judging.recording.entries if judging is not None else None, record=ctx.recording_to is not None)
+        try:
+            outcome = self._run(case, ctx, tape, judging.foreign if judging is not None else case.suite.foreign(
+                case.impl))
+        finally:
+            if ctx.recording_to is not None:  # for the judge, which replays it (what ran, then what was raised)
+                save_answers(tape.entries, ctx.recording_to)
+        if ctx.recording_to is not None:
+            return awaiting_judge(case.labels, "roundtrip")
+        if tape.replaying:
+            tape.finished()
+        return outcome
+
+    def _run(self, case: Case, ctx: RunContext, tape: Tape, foreign: bool) -> Outcome:
         rt = ctx.settings.roundtrip
         workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
         fell_back = ""
-        if case.impl.is_candidate and (why := _rejected(case, ctx)):
+
+        def rejected(c: Case) -> str:
+            return tape.take(f"built on {c.hset.name}", lambda: _rejected(c, ctx), decode=text_in) or ""
+        if case.impl.is_candidate and (why := rejected(case)):
             # its constructor takes **kwargs yet refuses the set: the first set it accepts, as for a set not taken
             accepted = next((h for h in case.suite.hparams
-                             if h is not case.hset and not _rejected(replace(case, hset=h), ctx)), None)
+                             if h is not case.hset and not rejected(replace(case, hset=h))), None)
             if accepted is None:
                 return Outcome([row(case.labels, check="roundtrip", metric=CASE_UNSUPPORTED, value=1,
                                     status="unsupported", detail=why + "; no other hparam set is accepted either")],
@@ -154,11 +176,12 @@ class RoundTripCheck:
             case = replace(case, hset=accepted)
             workload = ctx.workload(case.suite, case.hset, case.dtype, steps=int(rt.steps))
         if not case.impl.named:
-            why = _named_refusal(case, workload)
+            why = tape.take(f"built from named parameters on {case.hset.name}", lambda: _named_refusal(case, workload),
+                            decode=text_in)
             if why:
                 return _unnamed_outcome(case, ctx, why)
             case = replace(case, impl=replace(case.impl, named=True))  # it takes names now: check it by name
-        session = Session(case, ctx, workload, int(rt.save_at))
+        session = Session(case, ctx, workload, int(rt.save_at), tape, foreign)
         chosen, compiled_only = _chosen(ctx, "scenarios") or list(BY_NAME), _chosen(ctx, "compiled")
         if case.dtype != str(rt.dtype):  # another dtype of the run: the scenarios chosen for every dtype
             every = _chosen(ctx, "every_dtype")
@@ -171,11 +194,14 @@ class RoundTripCheck:
                                                             "(compiling per load is slow): "
                                                             "roundtrip.compiled=all runs all"), "", ""
             else:
-                crashed = ctx.part(scenario_part(scenario))
+                crashed = tape.take(f"crashed in {scenario.name}", lambda: ctx.part(scenario_part(scenario)),
+                                    decode=text_in)
                 try:
                     status, detail, verdict, vdetail = (
                         ("error", f"{crashed} in this scenario (the other scenarios ran in a fresh one)", "", "")
                         if crashed else run_scenario(session, scenario))
+                except RecordingError:  # a recording the judge cannot replay: the case is an error
+                    raise
                 except Exception as exc:
                     status, detail, verdict, vdetail = (
                         "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", "", "")

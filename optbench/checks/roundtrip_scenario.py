@@ -6,107 +6,25 @@ uninterrupted run (bit for bit, within tolerance, or a refusal naming the proble
 
 from __future__ import annotations
 
-import copy
-import io
+from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 import torch
 
-from optbench.cases import Case, RunContext
-from optbench.hyperparameters import for_torch
+from optbench.checks.roundtrip_session import Session, ran_in, ran_out
+from optbench.checks.roundtrip_tape import text_in
 from optbench.implementations.torch_variants import BASELINE
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.one_step import update_eps
-from optbench.numerics.recording import as_array, kinds, objective_closure, set_gradients, snapshot
-from optbench.reference.contract import kind_of
-from optbench.state.by_name import DISAGREE, StateDictNameError, group_state, load_state_dict_by_name, name_aware
-from optbench.state.copies import fresh_copy
-from optbench.state.formats import optimizer_from_dict
-from optbench.state.positional import positional
+from optbench.numerics.recording import as_array, kinds, snapshot
+from optbench.rows import bounded
+from optbench.state.by_name import StateDictNameError, load_state_dict_by_name, name_aware
+from optbench.state.positional import POSITIONAL, positional
 from optbench.state.scenarios import IMPLEMENTATION_CHAIN, SHAPE_REFUSAL, Layout, Scenario
 from optbench.suite.spec import DTYPES
-from optbench.workloads import Workload
 
 LBFGS_REFUSAL = "LBFGS keeps its state as flat vectors"
-
-
-class Session:
-    """One case's runs: the uninterrupted baselines and the saved state_dicts, shared by its scenarios."""
-
-    def __init__(self, case: Case, ctx: RunContext, workload: Workload, save_at: int):
-        self.case, self.ctx, self.workload, self.save_at = case, ctx, workload, save_at
-        self.names = [s.name for s in workload.specs]
-        self.closure = case.suite.closure_driven
-        self.coupled = kind_of(case.suite.reference) == "group"
-        self._cache: dict = {}
-
-    def impl(self, name: str):
-        return next((i for i in self.ctx.impls[self.case.suite.name] if i.name == name), None)
-
-    def materialize(self, dtype: str, device: str) -> dict[str, torch.nn.Parameter]:
-        return self.workload.materialize(DTYPES[dtype], torch.device(device))
-
-    def build(self, impl, layout: Layout, params: dict):
-        if layout.from_dict:
-            impl = replace(impl, optimizer_class=partial(optimizer_from_dict, impl.optimizer_class))
-        return impl.build(layout.groups(self.case.hset, params, self.ctx.seed), for_torch(self.case.hset.options))
-
-    def advance(self, stepper, params: dict, steps: range, everything: dict | None = None) -> None:
-        """Step ``params``; a closure-driven optimizer's objective reads ``everything`` (frozen ones too)."""
-        for step in steps:
-            if self.closure:
-                stepper.step(objective_closure(stepper.optimizer, everything or params, self.workload))
-            else:
-                set_gradients(params, self.workload, step)
-                stepper.step()
-
-    def baseline(self, impl, dtype: str, device: str) -> dict:
-        """The uninterrupted run's final parameters and state, keyed (fqn, tensor)."""
-        return self._uninterrupted(impl, dtype, device)[0]
-
-    def held_as(self, impl, dtype: str, device: str) -> dict:
-        """What the uninterrupted run holds each of them as at the end (``kinds``: dtypes)."""
-        return self._uninterrupted(impl, dtype, device)[1]
-
-    def _uninterrupted(self, impl, dtype: str, device: str) -> tuple[dict, dict]:
-        key = ("baseline", impl.name, dtype, device)
-        if key not in self._cache:
-            params = self.materialize(dtype, device)
-            stepper = self.build(impl, Layout(), params)
-            self.advance(stepper, params, range(self.workload.steps))
-            self._cache[key] = snapshot(stepper.optimizer, params), kinds(stepper.optimizer, params)
-        return self._cache[key]
-
-    def fresh(self, impl, dtype: str, device: str, names: list[str], saved_groups: list[dict]) -> dict:
-        """``names`` run alone from ``save_at`` with fresh state (what strict=False gives a new parameter), in
-        groups that keep the saved groups' own state (a per-group step counter goes on counting for them)."""
-        params = {n: p for n, p in self.materialize(dtype, device).items() if n in names}
-        stepper = self.build(impl, Layout(), params)
-        carried = {k: v for k, v in group_state(stepper.optimizer, saved_groups).items() if v is not DISAGREE}
-        for group in stepper.optimizer.param_groups:
-            group.update(copy.deepcopy(carried))
-        self.advance(stepper, params, range(self.save_at, self.workload.steps))
-        return snapshot(stepper.optimizer, params)
-
-    def saved(self, impl, dtype: str, device: str, layout: Layout):
-        """(parameters after ``save_at`` steps, the state_dict read back with weights_only=True, its FQN order).
-        Each call returns a fresh copy of what the file read back as (torch's load_state_dict keeps the loaded
-        tensors when no cast is due, so two optimizers loaded from one dict would share, and step, the same state):
-        a deep copy (``fresh_copy``), which keeps the storage sharing the read gave, in a fraction of a read's time."""
-        key = ("saved", impl.name, dtype, device, layout)
-        if key not in self._cache:
-            params = self.materialize(dtype, device)
-            mine = {n: params[n] for n in layout.fqns(self.names)}
-            stepper = self.build(impl, layout, mine)
-            self.advance(stepper, mine, range(self.save_at), everything=params)
-            buffer = io.BytesIO()
-            torch.save(stepper.optimizer.state_dict(), buffer)
-            order = [n.removeprefix(layout.prefix) for g in stepper.optimizer.param_groups for n in g["param_names"]]
-            self._cache[key] = (params, torch.load(io.BytesIO(buffer.getvalue()), weights_only=True), order)
-        params, loaded, order = self._cache[key]
-        return params, fresh_copy(loaded), order
 
 
 def _load_params(params: dict, layout: Layout, names: list[str], dtype: str, device: str) -> dict:
@@ -158,15 +76,16 @@ def scenario_part(scenario: Scenario) -> str:
 
 
 def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, str]:
-    """(by-name status, detail, torch's positional verdict, its detail) of one scenario."""
-    case, ctx = session.case, session.ctx
+    """(by-name status, detail, torch's positional verdict, its detail) of one scenario; what the code under test
+    does goes through ``session.tape``, and the verdict is drawn from what it gives back."""
+    case, ctx, tape = session.case, session.ctx, session.tape
     impl, dtype, device = case.impl, case.dtype, case.device.type
     save_impl, save_dtype = impl, dtype
     if scenario.save_impl:
         described = case.suite.optimizer or case.suite.describes
-        if case.suite.foreign(impl) and not described:
+        if session.foreign and not described:
             return "skip", "no other implementation of this algorithm ran to save a state_dict", "", ""
-        if case.suite.foreign(impl):
+        if session.foreign:
             return "skip", (f"{impl.name} is not {described} nor a subclass of it: "
                             "another class's state_dict is not its to load"), "", ""
         save_impl = previous_implementation(session)
@@ -185,10 +104,12 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
         why = ctx.unavailable(impl, dtype) or ctx.unavailable(impl, save_dtype)
         if why:
             return "skip", why, "", ""
-    params, saved_state, order = session.saved(save_impl, save_dtype, save_device, scenario.save)
-    if scenario.refuses == SHAPE_REFUSAL and not any(torch.is_tensor(v) and v.dim() > 0
-                                                      for st in saved_state["state"].values() for v in st.values()):
+    order, shaped = session.saved_facts(save_impl, save_dtype, save_device, scenario.save)
+    if scenario.refuses == SHAPE_REFUSAL and not shaped:
         return "skip", "no state tensor of a parameter's shape at these hparams: no shape to refuse", "", ""
+
+    def saved_params() -> dict:
+        return session.saved(save_impl, save_dtype, save_device, scenario.save)[0]
 
     def state_dict() -> dict:  # a fresh read of the file for every load
         loaded = session.saved(save_impl, save_dtype, save_device, scenario.save)[1]
@@ -213,7 +134,7 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     named_layout = replace(scenario.load, named=True)
 
     def load(strict: bool, how_rename, sd, layout: Layout = named_layout):
-        mine = _load_params(params, layout, session.names, dtype, device)
+        mine = _load_params(saved_params(), layout, session.names, dtype, device)
         stepper = session.build(impl, layout, mine)
         if scenario.through_hook:
             handle = name_aware(stepper.optimizer, strict=strict, rename=how_rename)
@@ -223,51 +144,70 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
             load_state_dict_by_name(stepper.optimizer, sd, strict=strict, rename=how_rename)
         return stepper, mine
 
+    def refusal(strict: bool, how_rename, sd: Callable[[], dict], layout: Layout = named_layout, keep=None):
+        """A by-name load, through the tape: what it refused with (None: it loaded, into ``keep`` if given)."""
+        def run() -> str | None:
+            try:
+                loaded = load(strict, how_rename, sd(), layout)
+            except StateDictNameError as exc:
+                return str(exc)
+            if keep is not None:
+                keep.extend(loaded)
+            return None
+        return run
+
     # The by-name load (after the recovery, into a named optimizer): the run that continues, and the yardstick
     # for torch's positional load.
-    try:
-        stepper, mine = load(recovery.strict if recovery else True, (recovery.rename if recovery else None) or rename,
-                             recovery.apply(state_dict(), order) if recovery else state_dict())
-        reference = (stepper.optimizer, mine)
-    except StateDictNameError as exc:
-        reference, refusal = None, str(exc)
-    crashed = ctx.part(f"in torch's positional load_state_dict, round-trip scenario {scenario.name!r}")
-    verdict, verdict_detail = (("crashes", f"{crashed} in torch's positional load (run again without it)")
-                               if crashed else positional(session, scenario, impl, state_dict(), _load_params(
-                                   params, scenario.load, session.names, dtype, device), reference))
+    live: list = []  # (stepper, its parameters) where it runs
+    refused = tape.take(f"by-name load, {scenario.name}", refusal(
+        recovery.strict if recovery else True, (recovery.rename if recovery else None) or rename,
+        (lambda: recovery.apply(state_dict(), order)) if recovery else state_dict, keep=live), decode=text_in)
+
+    def torch_load() -> tuple[str, str]:
+        crashed = ctx.part(f"in torch's positional load_state_dict, round-trip scenario {scenario.name!r}")
+        if crashed:
+            return "crashes", f"{crashed} in torch's positional load (run again without it)"
+        return positional(session, scenario, impl, state_dict(),
+                          _load_params(saved_params(), scenario.load, session.names, dtype, device),
+                          (live[0].optimizer, live[1]) if live else None)
+    verdict, verdict_detail = tape.take(f"positional load, {scenario.name}", torch_load, list, _verdict_in)
     ctx.part(scenario_part(scenario))  # back in the scenario's own part
 
     detail = ""
     if refuses:
-        try:
-            load(True, rename, state_dict(), scenario.load)
+        said = tape.take(f"load that must refuse, {scenario.name}", refusal(True, rename, state_dict, scenario.load),
+                         decode=text_in)
+        if said is None:
             return "fail", f"by name it loaded where it must refuse ({refuses!r})", verdict, verdict_detail
-        except StateDictNameError as exc:
-            if refuses not in str(exc):
-                return "fail", f"refused, but without naming the problem: {exc}", verdict, verdict_detail
-            detail = f"refused: {str(exc)[:140]}"
+        if refuses not in said:
+            return "fail", f"refused, but without naming the problem: {said}", verdict, verdict_detail
+        detail = f"refused: {said[:140]}"
         if recovery is None:
             return "pass", detail, verdict, verdict_detail
         if recovery_refuses:
-            try:
-                load(recovery.strict, recovery.rename or rename, recovery.apply(state_dict(), order))
-            except StateDictNameError as exc:
-                if recovery_refuses in str(exc):
-                    return "pass", f"{detail}; with {recovery.how} too: {str(exc)[:100]}", verdict, verdict_detail
+            said = tape.take(f"recovery that must refuse, {scenario.name}", refusal(
+                recovery.strict, recovery.rename or rename, lambda: recovery.apply(state_dict(), order)),
+                decode=text_in)
+            if said is not None and recovery_refuses in said:
+                return "pass", f"{detail}; with {recovery.how} too: {said[:100]}", verdict, verdict_detail
             return ("fail", f"{detail}; with {recovery.how} it did not refuse ({recovery_refuses!r})", verdict,
                     verdict_detail)
         detail += f"; then with {recovery.how}: "
-    if reference is None:
-        return "fail", f"{detail}it refused the load it must accept: {refusal[:160]}", verdict, verdict_detail
-    session.advance(stepper, mine, range(session.save_at, session.workload.steps))
-    final = snapshot(stepper.optimizer, mine)
-    drifted = _drifted(kinds(stepper.optimizer, mine), session.held_as(impl, dtype, device), order)
+    if refused is not None:
+        return "fail", f"{detail}it refused the load it must accept: {refused[:160]}", verdict, verdict_detail
+
+    def continued() -> tuple[dict, dict]:
+        stepper, mine = live
+        session.advance(stepper, mine, range(session.save_at, session.workload.steps))
+        return snapshot(stepper.optimizer, mine), kinds(stepper.optimizer, mine)
+    final, held = tape.take(f"continued, {scenario.name}", continued, ran_out, ran_in)
+    drifted = _drifted(held, session.held_as(impl, dtype, device), order)
     expected = {k: v for k, v in session.baseline(impl, save_dtype,
                                                   save_device if not scenario.save_impl else device).items()
                 if k[0] in load_names and k[0] in order}
     new = [n for n in load_names if n not in order]
     if new:
-        expected.update(session.fresh(impl, dtype, device, new, state_dict()["param_groups"]))
+        expected.update(session.fresh(impl, dtype, device, new, lambda: state_dict()["param_groups"]))
     tol = (cross_tolerance_eps(session.workload.steps) if scenario.save_impl or scenario.devices
            else tolerance_eps(session.workload.steps))
     coarse = None if scenario.exact else update_eps(case.suite, dtype)
@@ -286,6 +226,14 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     return (("pass" if ok and not drifted else "fail"),
             detail + f"continued {session.workload.steps - session.save_at} steps: {how}{extra}",
             verdict, verdict_detail)
+
+
+def _verdict_in(data: list) -> tuple[str, str]:
+    """torch's positional verdict as recorded: one of ``POSITIONAL``'s, and its detail (bounded)."""
+    verdict, detail = data
+    if verdict not in POSITIONAL or not isinstance(detail, str):
+        raise ValueError(f"{bounded(str(verdict), 60)!r} is no positional verdict")
+    return verdict, bounded(detail)
 
 
 def _drifted(held: dict, uninterrupted: dict, saved: list[str]) -> list[str]:

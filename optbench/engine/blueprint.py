@@ -80,7 +80,8 @@ class Blueprint:
         judging = data.get("judging")
         made = cls(entries, str(data["fingerprint"]), data.get("candidate"), data.get("candidate_meta"), inputs,
                    {"defaults": dict(judging["defaults"]), "foreign": bool(judging["foreign"]),
-                    "inherits_deviations": bool(judging["inherits_deviations"])} if judging else None)
+                    "inherits_deviations": bool(judging["inherits_deviations"]),
+                    "named": bool(judging.get("named", True))} if judging else None)
         if fingerprint(entries, inputs) != made.fingerprint:
             raise ValueError("the plan's entries do not match its fingerprint")
         return made

@@ -40,11 +40,13 @@ from optbench.implementations import Implementation
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import RUN_CASE_S
 from optbench.numerics.recording_file import Answers, Raised, RecordingError, largest, load_recording, of_the_case
+from optbench.state.scenarios import SCENARIOS
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
-JUDGED = ("parity", "cross", "deviations", "errors")  # a candidate's cases of these checks are judged here
+JUDGED = ("parity", "cross", "deviations", "errors", "roundtrip")  # a candidate's cases of these are judged here
 ANSWERS_BYTES = 1 << 20  # the most an error input's recorded answers may unpack to
+ANSWERED = ("errors", "roundtrip")  # judged from answers the check reads back as it asks (not a trajectory)
 
 
 class Refused(Exception):
@@ -173,7 +175,7 @@ class Judge:
             self.pending[index] = time.monotonic()
             try:
                 check = self.blueprint().entries[index].check
-                rows, line = (self._cross if check == "cross" else self._errors if check == "errors"
+                rows, line = (self._cross if check == "cross" else self._answered if check in ANSWERED
                               else self._judged)(index)
             except Refused as exc:
                 rows, line = self._error(index, str(exc))
@@ -214,25 +216,38 @@ class Judge:
         rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["cross"], case)
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
 
-    def _errors(self, index: int) -> tuple[list[dict], str]:
-        """A candidate's error-input case, from the answers its worker recorded."""
+    def _answered(self, index: int) -> tuple[list[dict], str]:
+        """A candidate's error-input or round-trip case, from the answers its worker recorded, which the check's
+        own code reads back as it asks the same questions (``checks.error_attempts.Answering``,
+        ``checks.roundtrip_tape.Tape``)."""
+        check = self.blueprint().entries[index].check
+
         def answers_in(path: Path, case: Case, ctx: RunContext) -> Answers:
-            answers = load_recording(path, ANSWERS_BYTES)
+            answers = load_recording(path, ANSWERS_BYTES if check == "errors" else largest(ctx.workload(
+                case.suite, case.hset, case.dtype, steps=int(ctx.settings.roundtrip.steps))) * len(SCENARIOS))
             if not isinstance(answers, Answers):
-                raise RecordingError("it holds no answers to an error input")
+                raise RecordingError(f"it holds no answers to {'an error input' if check == 'errors' else check}")
             return answers
         case, answers = self._load(index, answers_in)
         ctx = self._context()
-        counts = ctx.scratch.setdefault(("errors", case.impl_name), {})
-        while self.uncounted:
-            status = self.uncounted.pop()
-            counts[status] = counts.get(status, 0) + 1
+        if check == "errors":
+            counts = ctx.scratch.setdefault(("errors", case.impl_name), {})
+            while self.uncounted:
+                status = self.uncounted.pop()
+                counts[status] = counts.get(status, 0) + 1
         ctx.judging = Judging(answers, {}, bool((self.blueprint().judging or {}).get("foreign", False)))
+        ctx.impls = {case.suite.name: [*self._variants(case.suite.name), case.impl]}  # (what the plan ran)
         try:
-            rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["errors"], case)
+            rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY[check], case)
         finally:
-            ctx.judging = None
+            ctx.judging, ctx.impls = None, {}
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
+
+    def _variants(self, suite_name: str) -> list[Implementation]:
+        """The suite's torch (and optbench) implementations the run planned cases of."""
+        planned = {e.labels["impl"] for e in self.blueprint().entries if e.labels["suite"] == suite_name}
+        suite = next(s for s in self.planner.suites if s.name == suite_name)
+        return [impl for name, impl in suite_variants(suite).items() if name in planned]
 
     def _judged(self, index: int) -> tuple[list[dict], str]:
         """A candidate's parity case, or a case of a deviation that makes its step raise on some parameters, from
@@ -294,7 +309,8 @@ class Judge:
                 raise LookupError(f"the judge plans no {entry.check} case {labels['suite']}/{labels['hparams']}")
         facts = self.blueprint().judging or {}
         impl = Implementation(labels["impl"], None, is_candidate=True, spec=candidate_spec(self.candidate, suite),
-                              inherits_deviations=bool(facts.get("inherits_deviations", False)))
+                              inherits_deviations=bool(facts.get("inherits_deviations", False)),
+                              named=bool(facts.get("named", True)))
         if entry.check == "deviations":  # which deviation: its place among the run's cases of the same labels
             return self._planned(index, impl, suite)
         case = Case(suite, impl, labels["dtype"], hset, self.planner.device, label=label)

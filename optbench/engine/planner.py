@@ -126,7 +126,8 @@ class Planner:
                 defaults = suite.defaults(candidate.optimizer_class, candidate.spec)
                 meta = candidate_meta(candidate, defaults)
                 judging = {"defaults": {k: as_data(v) for k, v in defaults.items()},
-                           "foreign": suite.foreign(candidate), "inherits_deviations": candidate.inherits_deviations}
+                           "foreign": suite.foreign(candidate), "inherits_deviations": candidate.inherits_deviations,
+                           "named": candidate.named}
             name, inputs = candidate.name if candidate is not None else None, self.inputs()
             self._blueprint = Blueprint(entries, fingerprint(entries, inputs), name, meta, inputs, judging)
         return self._blueprint

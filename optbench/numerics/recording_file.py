@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -114,15 +115,28 @@ def save_raised(exc: BaseException, path: Path) -> Path:
 @dataclass(frozen=True)
 class Answers:
     """What code under test answered, in order, where a check asks it things rather than steps it (the error
-    inputs): JSON entries the check writes and reads back itself (``checks.error_inputs.Answering``)."""
+    inputs, a state_dict round-trip): JSON entries the check writes and reads back itself
+    (``checks.error_attempts.Answering``, ``checks.roundtrip_tape.Tape``), NumPy arrays among their values."""
 
     entries: tuple
 
 
 def save_answers(entries: list, path: Path) -> Path:
-    """Write a check's ``Answers`` to ``path``, a recording with no steps."""
+    """Write a check's ``Answers`` to ``path``, a recording with no steps; each array in them is stored as a
+    recorded tensor is (``{"array": where}`` in the manifest)."""
+    arrays: list[tuple[list, np.ndarray]] = []
+
+    def out(value):
+        if isinstance(value, np.ndarray):
+            arrays.append(([], value))
+            return {"array": arrays[-1][0]}
+        if isinstance(value, dict):
+            return {str(k): out(v) for k, v in value.items()}
+        return [out(v) for v in value] if isinstance(value, (list, tuple)) else value
+    answers = out(list(entries))
+    pools = _pooled(arrays)  # (fills in each array's place)
     return _written(path, manifest=np.array(json.dumps({"format": FORMAT, "version": FORMAT_VERSION,
-                                                        "answers": list(entries)})))
+                                                        "answers": answers})), **pools)
 
 
 def _written(path: Path, **arrays) -> Path:
@@ -159,7 +173,14 @@ def load_recording(path: Path, max_bytes: int | None = None) -> Recording | Rais
                 if not isinstance(manifest["answers"], list) or not all(isinstance(a, dict)
                                                                         for a in manifest["answers"]):
                     raise ValueError("its answers are not a list of objects")
-                return Answers(tuple(manifest["answers"]))
+                array = _arrays(pools)
+
+                def back(value):
+                    if isinstance(value, dict):
+                        return array(value["array"]) if set(value) == {"array"} else {
+                            k: back(v) for k, v in value.items()}
+                    return [back(v) for v in value] if isinstance(value, list) else value
+                return Answers(tuple(back(a) for a in manifest["answers"]))
         return _recording(manifest, pools)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise RecordingError(f"{Path(path).name}: not a well-formed recording ({type(exc).__name__}: {exc})") from None
@@ -207,19 +228,7 @@ def _recording(manifest: dict, pools: dict) -> Recording:
     if manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
         raise ValueError(f"format {manifest.get('format')!r} version {manifest.get('version')!r}, "
                          f"expected {FORMAT!r} version {FORMAT_VERSION}")
-    wide = {}
-    for key, pool in pools.items():
-        if pool.dtype.kind not in NARROW or pool.ndim != 1:
-            raise ValueError(f"array {key} is of dtype {pool.dtype}, {pool.ndim}-D")
-        wide[key] = pool.astype(np.complex128 if pool.dtype.kind == "c" else np.float64)
-        wide[key].flags.writeable = False  # each array a read-only view: a reference that writes into one raises
-
-    def array(where) -> np.ndarray:
-        key, offset, shape = str(where[0]), int(where[1]), tuple(int(n) for n in where[2])
-        size = int(np.prod(shape, dtype=np.int64))
-        if offset < 0 or offset + size > wide[key].size:
-            raise ValueError(f"an array at {offset} of shape {shape} lies outside {key}")
-        return wide[key][offset:offset + size].reshape(shape)
+    array = _arrays(pools)
 
     def snap(rows, last=None) -> dict | None:
         if rows is None:
@@ -243,6 +252,24 @@ def _recording(manifest: dict, pools: dict) -> Recording:
     out.breaches = {(str(f), str(t)): str(w) for f, t, w in manifest["breaches"]}
     out.contract = [(int(s), str(f), str(t), float("inf"), 0.0) for s, f, t in manifest["contract"]]
     return out
+
+
+def _arrays(pools: dict) -> Callable[[list], np.ndarray]:
+    """Where an array is stored (``[storage dtype, offset, shape]``) -> the array, float64 (complex128), read-only."""
+    wide = {}
+    for key, pool in pools.items():
+        if pool.dtype.kind not in NARROW or pool.ndim != 1:
+            raise ValueError(f"array {key} is of dtype {pool.dtype}, {pool.ndim}-D")
+        wide[key] = pool.astype(np.complex128 if pool.dtype.kind == "c" else np.float64)
+        wide[key].flags.writeable = False  # each array a read-only view: a reference that writes into one raises
+
+    def array(where) -> np.ndarray:
+        key, offset, shape = str(where[0]), int(where[1]), tuple(int(n) for n in where[2])
+        size = int(np.prod(shape, dtype=np.int64))
+        if key not in wide or offset < 0 or offset + size > wide[key].size or min(shape, default=0) < 0:
+            raise ValueError(f"an array at {offset} of shape {shape} lies outside {key}")
+        return wide[key][offset:offset + size].reshape(shape)
+    return array
 
 
 def _pooled(arrays: list[tuple[list, np.ndarray]]) -> dict[str, np.ndarray]:
