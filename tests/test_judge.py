@@ -1,4 +1,5 @@
-"""A candidate's parity, cross, declared-raise and error-input verdicts are the judge's: the parent, which never
+"""A candidate's parity, cross, declared-raise and error-input verdicts are the judge's (its round-trip and forms:
+tests/test_judge_roundtrip.py, tests/test_judge_forms.py): the parent, which never
 imports the candidate, judges what the candidate's worker recorded (``optbench.engine.judge``). Code under test that
 breaks the oracle or a check in its worker, forges its verdict or tampers with its recording cannot make the run say
 PASS; a recording is a file a user can open."""

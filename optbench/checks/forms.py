@@ -22,7 +22,7 @@ import torch
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import BASELINE, ParityCheck
 from optbench.checks.registry import register_check
-from optbench.hyperparameters import takes
+from optbench.hyperparameters import as_data, from_data, takes
 from optbench.metrics import FORMS_VS_FLOAT_BITWISE, FORMS_VS_FLOAT_MAX_ERR_EPS
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps
 from optbench.report.forms import table as forms_table
@@ -52,15 +52,27 @@ def takes_tensor(optimizer_class: type, name: str) -> bool:
     return parameter is None or parameter.annotation is inspect.Parameter.empty or "Tensor" in str(parameter.annotation)
 
 
-def forms(suite: Suite, optimizer_class: type, steps: int) -> list[tuple[HparamSet, str | None]]:
+FORMED = ("lr", "betas", "weight_decay")  # the hyperparameters a form changes
+
+
+def form_facts(suite: Suite, optimizer_class: type) -> dict:
+    """What ``forms`` reads of a class, as JSON data (the judge of a candidate's forms never imports it): the
+    suite's defaults for the formed hyperparameters, and whether its constructor takes each, and as a Tensor."""
+    defaults = suite.defaults(optimizer_class)
+    return {"defaults": {k: as_data(defaults[k]) for k in FORMED if k in defaults},
+            "takes": {k: takes(optimizer_class, k) for k in FORMED},
+            "tensor": {k: takes(optimizer_class, k) and takes_tensor(optimizer_class, k) for k in FORMED}}
+
+
+def forms(suite: Suite, facts: dict, steps: int) -> list[tuple[HparamSet, str | None]]:
     """(form, name of its float twin or None) for the suite's first hparam set, as far as the
-    optimizer's constructor has the hyperparameter at all."""
+    optimizer's constructor has the hyperparameter at all (``facts``: ``form_facts`` of its class)."""
     base = suite.hparams[0]
-    options = {**suite.defaults(optimizer_class), **base.options}
+    options = {**{k: from_data(v) for k, v in facts["defaults"].items()}, **base.options}
     # a hyperparameter the constructor takes, given as numbers (not already as a Tensor form)
-    has = lambda name: (takes(optimizer_class, name) and name in options  # noqa: E731
+    has = lambda name: (bool(facts["takes"].get(name)) and name in options  # noqa: E731
                         and "tensor" not in str(options[name]))
-    tensor = lambda name: has(name) and takes_tensor(optimizer_class, name)  # noqa: E731
+    tensor = lambda name: has(name) and bool(facts["tensor"].get(name))  # noqa: E731
     # Values a float32 Tensor holds exactly, so that a Tensor form and its float twin mean the same numbers.
     held = {k: _float32(options[k]) for k in ("lr", "betas", "weight_decay") if has(k)}
     base = replace(base, options={**base.options, **held})
@@ -129,7 +141,7 @@ class FormsCheck:
             for dtype in dtypes:
                 if ctx.unavailable(impl, dtype):
                     continue
-                for hset, twin in forms(suite, impl.optimizer_class, ctx.steps):
+                for hset, twin in forms(suite, form_facts(suite, impl.optimizer_class), ctx.steps):
                     if impl.compiled and compiled and hset.name not in compiled:
                         continue
                     out.append(Case(suite, impl, dtype, hset, ctx.device, label=twin or ""))

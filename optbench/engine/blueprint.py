@@ -81,7 +81,8 @@ class Blueprint:
         made = cls(entries, str(data["fingerprint"]), data.get("candidate"), data.get("candidate_meta"), inputs,
                    {"defaults": dict(judging["defaults"]), "foreign": bool(judging["foreign"]),
                     "inherits_deviations": bool(judging["inherits_deviations"]),
-                    "named": bool(judging.get("named", True))} if judging else None)
+                    "named": bool(judging.get("named", True)), "forms": _form_facts(judging.get("forms"))}
+                   if judging else None)
         if fingerprint(entries, inputs) != made.fingerprint:
             raise ValueError("the plan's entries do not match its fingerprint")
         return made
@@ -89,6 +90,14 @@ class Blueprint:
     def labels_of(self, index: int) -> dict:
         entry = self.entries[index]
         return {"check": entry.check, **entry.labels}
+
+
+def _form_facts(data) -> dict | None:
+    """``checks.forms.form_facts`` as a planning worker sent them, checked (None: none sent)."""
+    if data is None:
+        return None
+    return {"defaults": dict(data["defaults"]), "takes": {str(k): bool(v) for k, v in dict(data["takes"]).items()},
+            "tensor": {str(k): bool(v) for k, v in dict(data["tensor"]).items()}}
 
 
 def error_outcome(labels: dict, detail: str) -> tuple[list[dict], str]:

@@ -15,6 +15,11 @@ without one is refused. A refused recording, or a judgement that raises, is an e
 ``case_timeout_s`` is given up (an error row) and the judge goes on in a fresh thread. Recordings are deleted once
 judged unless ``parity.keep_recordings`` is set.
 
+A candidate's hyperparameter forms (the forms check) are judged as its parity cases are, each against its float twin
+judged before it (kept by dtype and form); which forms the plan made of the class is what the plan found it takes
+(``checks.forms.form_facts``). A candidate's round-trip and error-input cases are judged from the answers their worker
+recorded (``ANSWERED``).
+
 A candidate's cross case is judged here too: its side is the trajectory the judge took from its parity recording
 (kept until the cross case of its group comes), torch's for-loop is stepped here (the worker's shared a process with
 the candidate). A resumed run's worker records a finished parity case again as it rebuilds its group, for the judge
@@ -31,12 +36,11 @@ from pathlib import Path
 
 from optbench.cases import Case, Judging, RunContext
 from optbench.checks import REGISTRY
-from optbench.checks.error_inputs import error_inputs
 from optbench.engine.blueprint import Blueprint, error_outcome
 from optbench.engine.executor import Executor, recording_path
-from optbench.engine.selection import candidate_spec, suite_variants
+from optbench.engine.judged_cases import JudgedCases
+from optbench.engine.selection import suite_variants
 from optbench.hyperparameters import from_data
-from optbench.implementations import Implementation
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import RUN_CASE_S
 from optbench.numerics.recording_file import Answers, Raised, RecordingError, largest, load_recording, of_the_case
@@ -44,7 +48,7 @@ from optbench.state.scenarios import SCENARIOS
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
-JUDGED = ("parity", "cross", "deviations", "errors", "roundtrip")  # a candidate's cases of these are judged here
+JUDGED = ("parity", "cross", "deviations", "errors", "roundtrip", "forms")  # a candidate's cases of these: judged here
 ANSWERS_BYTES = 1 << 20  # the most an error input's recorded answers may unpack to
 ANSWERED = ("errors", "roundtrip")  # judged from answers the check reads back as it asks (not a trajectory)
 
@@ -69,7 +73,8 @@ class Judge:
         self.kept: dict[int, dict] = {}  # a cross case's index -> the candidate's trajectory its parity left
         self.replaying: set[int] = set()  # finished cases judged again for their trajectory alone (no rows)
         self.uncounted: list[str] = []  # statuses of error inputs its worker answered itself (skip, unsupported)
-        self._crosses: tuple | None = None  # (the blueprint, its cross cases' indices by their labels)
+        self.cases = JudgedCases(planner, blueprint, candidate)
+        self.forms: dict[tuple[str, str], list] = {}  # (dtype, form) -> its trajectory, which later forms compare with
 
     def wants(self, index: int) -> bool:
         blueprint = self.blueprint()
@@ -93,12 +98,18 @@ class Judge:
 
     def replayed(self, index: int) -> None:
         """A finished case its worker ran again to rebuild its group (no rows): a parity case whose trajectory a
-        cross case still needs (a resumed run) is judged again from what it recorded, for that alone."""
+        cross case still needs, or a form whose trajectory later forms are compared with (a resumed run), is judged
+        again from what it recorded, for that alone."""
         if index in self.pending:  # still being judged from its first run, which keeps its trajectory
             return
         path = recording_path(self.folder, index)
-        cross = self._cross_of(index) if self.blueprint().entries[index].check == "parity" else None
-        if cross is not None and cross not in self.kept and path.is_file():
+        entry = self.blueprint().entries[index]
+        cross = self.cases.cross_of(index) if entry.check == "parity" else None
+        if entry.check == "forms":
+            needed = (entry.labels["dtype"], entry.labels["hparams"]) not in self.forms
+        else:
+            needed = cross is not None and cross not in self.kept
+        if needed and path.is_file():
             self.replaying.add(index)
             self._queue(index, None)
         elif not self.keep:
@@ -189,18 +200,11 @@ class Judge:
                 self.events.put((self, {"ev": "judged", "index": index, "line": line,
                                         "rows": None if cost is None else rows + cost}))
 
-    def _cross_of(self, index: int) -> int | None:
-        """The candidate's cross case of the same group as its parity case ``index`` (None: the run plans none)."""
-        blueprint = self.blueprint()
-        if self._crosses is None or self._crosses[0] is not blueprint:
-            self._crosses = (blueprint, {tuple(sorted(e.labels.items())): i for i, e in enumerate(blueprint.entries)
-                                         if e.check == "cross"})
-        return self._crosses[1].get(tuple(sorted(blueprint.entries[index].labels.items())))
-
     def _cross(self, index: int) -> tuple[list[dict], str]:
         """A candidate's cross case: its trajectory as its parity recording gave it, against torch's for-loop
         stepped here."""
-        case, ctx = self._case(index), self._context()
+        ctx = self._context()
+        case = self.cases.case(index, ctx)
         ctx.scratch.clear()
         ctx.scratch.update(self.kept.pop(index, {}))
         baseline = suite_variants(case.suite).get(BASELINE)
@@ -236,18 +240,12 @@ class Judge:
                 status = self.uncounted.pop()
                 counts[status] = counts.get(status, 0) + 1
         ctx.judging = Judging(answers, {}, bool((self.blueprint().judging or {}).get("foreign", False)))
-        ctx.impls = {case.suite.name: [*self._variants(case.suite.name), case.impl]}  # (what the plan ran)
+        ctx.impls = {case.suite.name: [*self.cases.variants(case.suite.name), case.impl]}  # (what the plan ran)
         try:
             rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY[check], case)
         finally:
             ctx.judging, ctx.impls = None, {}
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
-
-    def _variants(self, suite_name: str) -> list[Implementation]:
-        """The suite's torch (and optbench) implementations the run planned cases of."""
-        planned = {e.labels["impl"] for e in self.blueprint().entries if e.labels["suite"] == suite_name}
-        suite = next(s for s in self.planner.suites if s.name == suite_name)
-        return [impl for name, impl in suite_variants(suite).items() if name in planned]
 
     def _judged(self, index: int) -> tuple[list[dict], str]:
         """A candidate's parity case, or a case of a deviation that makes its step raise on some parameters, from
@@ -270,11 +268,15 @@ class Judge:
         except ValueError as exc:
             return self._error(index, f"its recording cannot be judged apart: {exc}")
         ctx.judging = Judging(recording, defaults, bool(facts.get("foreign", False)))
+        if check.name == "forms" and (case.dtype, case.label) in self.forms:  # the twin it is compared with
+            ctx.scratch[("form", case.label)] = self.forms[(case.dtype, case.label)]
         try:
             rows, line = Executor(ctx, self.planner.seed).execute(check, case)
         finally:
             ctx.judging = None
-        cross = self._cross_of(index) if check.name == "parity" else None
+        if check.name == "forms" and ctx.scratch.get(("form", case.hset.name)) is not None:
+            self.forms[(case.dtype, case.hset.name)] = ctx.scratch[("form", case.hset.name)]
+        cross = self.cases.cross_of(index) if check.name == "parity" else None
         if cross is not None:  # what the cross case of its group compares
             self.kept[cross] = {key: ctx.scratch[key] for key in (("snapshots", case.impl_name),
                                                                    ("declared", case.impl_name)) if key in ctx.scratch}
@@ -285,54 +287,13 @@ class Judge:
         read, unless kept; one refused (or a case the judge cannot plan) raises ``Refused``."""
         path = recording_path(self.folder, index)
         try:
-            case = self._case(index)
+            case = self.cases.case(index, self._context())
             return case, read(path, case, self._context())
         except (RecordingError, LookupError) as exc:
             raise Refused(f"its recording was refused: {exc}") from exc
         finally:
             if not self.keep:
                 path.unlink(missing_ok=True)
-
-    def _case(self, index: int) -> Case:
-        """The planned case, built here from the plan's labels: the candidate stands in as its spec (data) alone."""
-        entry = self.blueprint().entries[index]
-        labels = entry.labels
-        suite = next((s for s in self.planner.suites if s.name == labels["suite"]), None)
-        if entry.check == "errors":  # no hparam set: the error input's index in the suite's list
-            hset, label = None, labels["hparams"]
-            if suite is None or not label.isdigit() or int(label) >= len(error_inputs(suite)):
-                raise LookupError(f"the judge plans no error input {labels['suite']}/{label}")
-        else:
-            label = ""
-            hset = next((h for h in suite.hparams if h.name == labels["hparams"]), None) if suite else None
-            if hset is None:
-                raise LookupError(f"the judge plans no {entry.check} case {labels['suite']}/{labels['hparams']}")
-        facts = self.blueprint().judging or {}
-        impl = Implementation(labels["impl"], None, is_candidate=True, spec=candidate_spec(self.candidate, suite),
-                              inherits_deviations=bool(facts.get("inherits_deviations", False)),
-                              named=bool(facts.get("named", True)))
-        if entry.check == "deviations":  # which deviation: its place among the run's cases of the same labels
-            return self._planned(index, impl, suite)
-        case = Case(suite, impl, labels["dtype"], hset, self.planner.device, label=label)
-        if case.labels != labels:
-            raise LookupError(f"the judge planned another case ({case.labels}) than {labels}")
-        return case
-
-    def _planned(self, index: int, impl: Implementation, suite) -> Case:
-        """The case ``index`` as its check plans it for ``impl``: the n-th of its cases with the labels of the n-th
-        such entry of the plan."""
-        entries = self.blueprint().entries
-        entry = entries[index]
-        nth = sum(e.check == entry.check and e.labels == entry.labels for e in entries[:index])
-        ctx = self._context()
-        ctx.impls = {suite.name: [impl]}
-        try:
-            planned = [c for c in REGISTRY[entry.check].cases(suite, ctx) if c.labels == entry.labels]
-        finally:
-            ctx.impls = {}
-        if nth >= len(planned):
-            raise LookupError(f"the judge plans no {entry.check} case {entry.labels} (#{nth + 1})")
-        return planned[nth]
 
     def _context(self) -> RunContext:
         if self._ctx is None:

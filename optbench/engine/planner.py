@@ -19,6 +19,7 @@ from omegaconf import DictConfig, open_dict
 
 from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
+from optbench.checks.forms import form_facts
 from optbench.checks.registry import alone_checks, check_blocks
 from optbench.engine.blueprint import Blueprint, Entry, digest, fingerprint, group_key
 from optbench.engine.selection import (
@@ -127,7 +128,7 @@ class Planner:
                 meta = candidate_meta(candidate, defaults)
                 judging = {"defaults": {k: as_data(v) for k, v in defaults.items()},
                            "foreign": suite.foreign(candidate), "inherits_deviations": candidate.inherits_deviations,
-                           "named": candidate.named}
+                           "named": candidate.named, "forms": form_facts(suite, candidate.optimizer_class)}
             name, inputs = candidate.name if candidate is not None else None, self.inputs()
             self._blueprint = Blueprint(entries, fingerprint(entries, inputs), name, meta, inputs, judging)
         return self._blueprint
