@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from optbench.checks.differentiable import KINK, TOLERANCE, H, compare
+from optbench.checks.derivatives import KINK, TOLERANCE, H, compare
 from tests.conftest import run_inline
 
 FAST = ["dtype=float64", "checks=[differentiable]", "differentiable.hparams=first", "differentiable.max_params=3"]

@@ -1,5 +1,5 @@
 """A candidate's state_dict round-trip is judged in the parent: its worker records what the candidate did in each
-scenario (``checks.roundtrip_tape.Tape``), the judge replays it through the check's own code. A candidate that forges
+scenario (``checks.tape.Tape``), the judge replays it through the check's own code. A candidate that forges
 the comparison in its process, or a recording that does not answer what the check asks, never reads as a pass."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from optbench.checks.roundtrip_tape import Tape, snapshot_in, snapshot_out
+from optbench.checks.tape import Tape, snapshot_in, snapshot_out
 from optbench.numerics.recording_file import Answers, RecordingError, load_recording, save_answers
 from optbench.state.names import StateDictNameError
 from tests import warm_command

@@ -21,29 +21,25 @@ from __future__ import annotations
 
 import fnmatch
 import warnings
-from dataclasses import replace
 
 import numpy as np
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.base import awaiting_judge
+from optbench.checks.derivatives import DTYPE, TOLERANCE, WRT, Derivatives, H, compare, side_in, side_out
 from optbench.checks.registry import register_check
-from optbench.hyperparameters import complete, for_torch, takes
+from optbench.checks.tape import Tape
+from optbench.hyperparameters import takes
 from optbench.implementations.torch_variants import BASELINE
 from optbench.metrics import CASE_SKIPPED, DEVIATION_OBSERVED, DIFFERENTIABLE_MAX_REL_ERR
-from optbench.reference.contract import eager_state, kind_of
+from optbench.numerics.recording_file import save_answers
+from optbench.reference.contract import kind_of
 from optbench.report.tables import CASE, num
 from optbench.results import FAILING, row
 from optbench.suite.spec import Suite
 from optbench.usage import UsageError
 
-WRT = ("grad", "lr", "param")
-DTYPE = "float64"
-EPS = float(np.finfo(np.float64).eps)
-H = 1e-4  # the relative move of the finite differences (and 2H)
-TOLERANCE = 1e-6  # relative error allowed where the differences resolve the derivative
-NOISE = 4.0  # the differences' rounding allowed: NOISE * eps * (|p_0| + |update|) / H per FQN
-KINK = 1e-3  # extrapolation error or second-difference misfit past this (relative): a kink, left out
 NON_LEAF = "The .grad attribute of a Tensor that is not a leaf"  # torch reads .grad of the (non-leaf) parameters
 
 
@@ -59,19 +55,6 @@ def settings(ctx: RunContext) -> tuple[tuple[int, ...], str, int]:
     if not steps or steps[0] < 1 or limit < 1 or hparams not in ("all", "first"):
         raise UsageError("differentiable: need steps >= 1, max_params >= 1 and hparams all or first")
     return steps, hparams, limit
-
-
-def pick(workload, hset, limit: int) -> list[str]:
-    """The first trainable parameter of each (param group, ndim, kind), up to ``limit``, with a step-1
-    gradient that has no exact zero (autograd's chain through sqrt(0) is 0 * inf = NaN there)."""
-    group = {n: i for i, names in enumerate(hset.assign(workload.names)) for n in names}
-    out, seen = [], set()
-    for spec in workload.specs:
-        g, key = workload.grads[0].get(spec.name), (group[spec.name], len(spec.shape), spec.kind)
-        if spec.kind != "frozen" and spec.numel and isinstance(g, np.ndarray) and np.all(g != 0) and key not in seen:
-            seen.add(key)
-            out.append(spec.name)
-    return out[:limit]
 
 
 def refuses(impl, device: torch.device) -> str:
@@ -90,85 +73,6 @@ def refuses(impl, device: torch.device) -> str:
     except Exception as exc:
         return f"unsupported: torch refuses differentiable=True here: {type(exc).__name__}: {_first(exc)}"
     return ""
-
-
-class _Run:
-    """One case's inputs and directions, and its two sides: torch's differentiable steps, the reference."""
-
-    def __init__(self, case: Case, ctx: RunContext, steps: tuple[int, ...], limit: int):
-        self.case, self.suite, self.device = case, case.suite, ctx.device
-        self.workload = ctx.workload(case.suite, case.hset, DTYPE, steps=max(steps), purpose="differentiable")
-        self.names = pick(self.workload, case.hset, limit)
-        self.defaults = case.suite.defaults(case.impl.optimizer_class, case.impl.spec)
-        rng = np.random.default_rng(ctx.seed)
-        self.x = {"grad": [self.workload.grads[0][n] for n in self.names],
-                  "lr": [np.float64(complete(case.hset.options, self.defaults).get("lr", 0.0))],
-                  "param": [self.workload.init[n] for n in self.names]}
-        self.d = {k: [v * (rng.standard_normal(np.shape(v)) if k != "lr" else 1.0) for v in xs]
-                  for k, xs in self.x.items()}
-
-    def tensors(self, values) -> list[torch.Tensor]:
-        return [torch.from_numpy(np.array(v)).to(self.device) for v in values]
-
-    def inputs(self, wrt: str) -> list[torch.Tensor]:
-        """Input ``wrt`` as torch takes it (parameters with the workload's strides)."""
-        if wrt == "param":
-            start = self.workload.materialize(torch.float64, self.device)
-            return [start[n].detach() for n in self.names]
-        return self.tensors(self.x[wrt])
-
-    def torch_updates(self, wrt: str, k: int, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """The updates after ``k`` steps, with ``inputs`` standing in for input ``wrt``."""
-        given = {w: inputs if w == wrt else None for w in WRT}
-        p0 = given["param"] or self.inputs("param")
-        params = {n: p.clone() for n, p in zip(self.names, p0)}  # not leaves: the step runs on autograd's graph
-        options = {**for_torch(self.case.hset.options), "differentiable": True,
-                   **({"lr": inputs[0]} if wrt == "lr" else {})}
-        stepper = self.case.impl.build(self.case.hset.torch_groups(params), options)
-        for step in range(k):
-            grads = (given["grad"] or self.tensors(self.x["grad"])) if step == 0 else [
-                None if (g := self.workload.grads[step].get(n)) is None else self.tensors([g])[0] for n in self.names]
-            for n, g in zip(self.names, grads):
-                params[n].grad = g
-            stepper.step()
-        return tuple(params[n] - p for n, p in zip(self.names, p0))
-
-    def reference_updates(self, wrt: str, k: int, t: float) -> list[np.ndarray]:
-        """The reference's updates after ``k`` steps with input ``wrt`` moved to ``x + t d``."""
-        x = {w: [a + t * b for a, b in zip(self.x[w], self.d[w])] if w == wrt else self.x[w] for w in WRT}
-        hset = replace(self.case.hset, options={**self.case.hset.options, "lr": float(x["lr"][0])})
-        hp = hset.reference_hp(self.names, self.defaults, {**self.suite.reference_options, "dtype_eps": EPS})
-        ref, params, state = self.suite.reference, dict(zip(self.names, x["param"])), {}
-        if eager_state(ref):
-            state = {n: ref.init(params[n], hp[n]) for n in self.names}
-        for step in range(k):
-            for i, n in enumerate(self.names):
-                g = x["grad"][i] if step == 0 else self.workload.grads[step].get(n)
-                if g is not None:
-                    state[n] = state[n] if n in state else ref.init(params[n], hp[n])
-                    params[n], state[n] = ref.update(params[n], g, state[n], hp[n])
-        return [params[n] - p for n, p in zip(self.names, x["param"])]
-
-
-def compare(jd: list[np.ndarray], at: dict[float, list[np.ndarray]], p0: list[np.ndarray]) -> list[tuple]:
-    """Per FQN: (error, tolerance, kinks left out, resolved) of torch's ``jd`` against the reference's
-    updates ``at`` (t -> per-FQN updates at x + t d)."""
-    out = []
-    for j, a in enumerate(jd):
-        f = {t: v[j] for t, v in at.items()}
-        d1, d2 = (f[H] - f[-H]) / (2 * H), (f[2 * H] - f[-2 * H]) / (4 * H)
-        fd = (4 * d1 - d2) / 3  # Richardson: the H**2 term cancels
-        # ~0 unless a kink
-        bend = np.abs((f[2 * H] - 2 * f[0.0] + f[-2 * H]) - 4 * (f[H] - 2 * f[0.0] + f[-H])) / (2 * H)
-        noise = NOISE * EPS * np.max(np.abs(p0[j]) + np.abs(f[0.0]), initial=0.0) / H
-        size = np.max(np.abs(fd), initial=0.0)
-        scale = max(size, noise)
-        smooth = np.maximum(np.abs(d1 - d2), bend) <= KINK * size + 4 * noise
-        diff = np.max(np.abs(a - fd)[smooth], initial=0.0) if np.all(np.isfinite(a[smooth])) else np.inf
-        out.append((diff / scale if scale else 0.0, (TOLERANCE * size + noise) / scale if scale else 1.0,
-                    int((~smooth).sum()), noise <= TOLERANCE * size))
-    return out
-
 
 
 def _table(rows):
@@ -225,15 +129,27 @@ class DifferentiableCheck:
             line = f"  {status.upper()[:5]:5} {self.name} {case.impl_name:>10} {shown}" if case.hset is None else ""
             return Outcome([row(case.labels, check=self.name, metric=CASE_SKIPPED, value=1, status=status,
                                 detail=case.skip)], line)
+        judging = ctx.judging  # judged here from what the case's worker recorded (engine.judge)
+        tape = Tape(judging.recording.entries if judging is not None else None, record=ctx.recording_to is not None)
+        defaults = (judging.defaults if judging is not None
+                    else case.suite.defaults(case.impl.optimizer_class, case.impl.spec))
         steps, _, limit = settings(ctx)
-        run = _Run(case, ctx, steps, limit)
+        run = Derivatives(case, ctx, steps, limit, defaults)
         if not run.names:
             return Outcome([row(case.labels, check=self.name, metric=CASE_SKIPPED, value=1, status="skip",
                                 detail="no parameter with a step-1 gradient free of exact zeros")])
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=NON_LEAF)
-            measured = {(w, k): self.measure(run, w, k)
-                        for w in WRT if w != "lr" or "lr" in run.defaults for k in steps}
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=NON_LEAF)
+                measured = {(w, k): self.measure(run, w, k, tape)
+                            for w in WRT if w != "lr" or "lr" in run.defaults for k in steps}
+        finally:
+            if ctx.recording_to is not None:  # for the judge, which replays it (what ran, then what was raised)
+                save_answers(tape.entries, ctx.recording_to)
+        if ctx.recording_to is not None:
+            return awaiting_judge(case.labels, self.name)
+        if tape.replaying:
+            tape.finished()
         declared = case.suite.deviations_for(case.impl or case.impl_name, DTYPE, case.hset.name, check=self.name)
         claims: list[list] = [[] for _ in declared]  # what each declared deviation covers
         verdicts, rows, cells = [], [], {}
@@ -273,25 +189,30 @@ class DifferentiableCheck:
         line += "".join(f"\n        {r['status'].upper()} {r['detail']}" for r in deviations if r["status"] != "xfail")
         return Outcome([*rows[:1], *verdicts, *deviations, *rows[1:]], line)
 
-    def measure(self, run: _Run, wrt: str, k: int) -> tuple[str, object]:
+    def measure(self, run: Derivatives, wrt: str, k: int, tape: Tape) -> tuple[str, object]:
         """("unsupported", why) | ("raised", exception) | ("measured", [(fqn, error, tol, kinks, resolved)]):
-        the derivative of the k-step update with respect to ``wrt``."""
-        impl, inputs = run.case.impl, run.inputs(wrt)
-        try:  # the forward alone first: torch refusing the flag or a Tensor lr is not a wrong derivative
-            run.torch_updates(wrt, k, [x.detach().requires_grad_() for x in inputs])
-        except Exception as exc:
-            if wrt != "lr" and (impl.name == BASELINE or impl.is_candidate):
-                raise
-            what = "a Tensor lr that requires grad" if wrt == "lr" else "differentiable=True"
-            return "unsupported", f"torch refuses {what} here: {type(exc).__name__}: {_first(exc)}"
-        try:
-            _, jd = torch.autograd.functional.jvp(lambda *xs: run.torch_updates(wrt, k, list(xs)), tuple(inputs),
-                                                  tuple(run.tensors(run.d[wrt])))
-        except Exception as exc:
-            return "raised", exc
+        the derivative of the k-step update with respect to ``wrt``; what the implementation gives goes through
+        ``tape`` (``checks.tape``), the reference's finite differences are taken here."""
+        def implementation() -> tuple[str, object]:
+            impl, inputs = run.case.impl, run.inputs(wrt)
+            try:  # the forward alone first: torch refusing the flag or a Tensor lr is not a wrong derivative
+                run.torch_updates(wrt, k, [x.detach().requires_grad_() for x in inputs])
+            except Exception as exc:
+                if wrt != "lr" and (impl.name == BASELINE or impl.is_candidate):
+                    raise
+                what = "a Tensor lr that requires grad" if wrt == "lr" else "differentiable=True"
+                return "unsupported", f"torch refuses {what} here: {type(exc).__name__}: {_first(exc)}"
+            try:
+                _, jd = torch.autograd.functional.jvp(lambda *xs: run.torch_updates(wrt, k, list(xs)),
+                                                      tuple(inputs), tuple(run.tensors(run.d[wrt])))
+            except Exception as exc:
+                return "raised", exc
+            return "jvp", [j.detach().cpu().numpy() for j in jd]
+        kind, found = tape.take(f"{wrt}, {k} steps", implementation, side_out, lambda data: side_in(data, run))
+        if kind != "jvp":
+            return kind, found
         at = {t: run.reference_updates(wrt, k, t) for t in (-2 * H, -H, 0.0, H, 2 * H)}
-        found = compare([j.detach().cpu().numpy() for j in jd], at, run.x["param"])
-        return "measured", [(n, *r) for n, r in zip(run.names, found)]
+        return "measured", [(n, *r) for n, r in zip(run.names, compare(found, at, run.x["param"]))]
 
     def _judge(self, case: Case, wrt: str, k: int, found: list, matching: list, claims: list, rows: list):
         """(status, value, detail) of one input and k; each FQN goes to the first matching declared deviation

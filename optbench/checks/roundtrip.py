@@ -22,7 +22,7 @@ from optbench.checks.deviations import declared_status
 from optbench.checks.registry import register_check
 from optbench.checks.roundtrip_scenario import run_scenario, scenario_part
 from optbench.checks.roundtrip_session import Session
-from optbench.checks.roundtrip_tape import Tape, text_in
+from optbench.checks.tape import Tape, text_in
 from optbench.implementations.candidate import rejected_at_construction
 from optbench.metrics import CASE_UNSUPPORTED, positional_metric, roundtrip_metric
 from optbench.numerics.recording_file import RecordingError, save_answers

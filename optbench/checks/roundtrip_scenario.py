@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from optbench.checks.roundtrip_session import Session, ran_in, ran_out
-from optbench.checks.roundtrip_tape import text_in
+from optbench.checks.tape import text_in
 from optbench.implementations.torch_variants import BASELINE
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.one_step import update_eps

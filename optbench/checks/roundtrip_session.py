@@ -1,5 +1,5 @@
 """A round-trip case's runs of the code under test: the uninterrupted baselines, the saved state_dicts, a fresh run
-of new parameters, each through the case's tape (``checks.roundtrip_tape``), shared by its scenarios
+of new parameters, each through the case's tape (``checks.tape``), shared by its scenarios
 (``checks.roundtrip_scenario``)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from functools import partial
 import torch
 
 from optbench.cases import Case, RunContext
-from optbench.checks.roundtrip_tape import Tape, kinds_in, kinds_out, snapshot_in, snapshot_out
+from optbench.checks.tape import Tape, kinds_in, kinds_out, snapshot_in, snapshot_out
 from optbench.hyperparameters import for_torch
 from optbench.numerics.recording import kinds, objective_closure, set_gradients, snapshot
 from optbench.reference.contract import kind_of
@@ -27,7 +27,7 @@ from optbench.workloads import Workload
 
 class Session:
     """One case's runs: the uninterrupted baselines and the saved state_dicts, shared by its scenarios. What the
-    code under test returns goes through ``tape`` (``checks.roundtrip_tape``): recorded where it runs, replayed
+    code under test returns goes through ``tape`` (``checks.tape``): recorded where it runs, replayed
     where the judge runs the same scenarios without it; ``foreign``: ``Suite.foreign`` of the case's implementation,
     as the plan found it."""
 

@@ -52,13 +52,13 @@ def recording_path(folder, index: int) -> Path:
     return Path(folder) / f"case-{int(index)}.npz"
 
 
-RECORDED = ("parity", "deviations", "errors", "roundtrip", "forms")  # a candidate's cases of these record what it
-# did, for the judge
+RECORDED = ("parity", "deviations", "errors", "roundtrip", "forms", "differentiable")  # a candidate's cases of these
+# record what it did, for the judge
 
 
 def judged_apart(check, case: Case) -> bool:
     """Whether a case's verdict is the judge's (``engine.judge``), from what its worker records: a candidate's
-    parity, declared raises, error inputs, state_dict round-trips and hyperparameter forms."""
+    parity, declared raises, error inputs, state_dict round-trips, hyperparameter forms and derivatives."""
     return check.name in RECORDED and case.impl is not None and case.impl.is_candidate
 
 

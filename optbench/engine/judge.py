@@ -48,9 +48,10 @@ from optbench.state.scenarios import SCENARIOS
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
-JUDGED = ("parity", "cross", "deviations", "errors", "roundtrip", "forms")  # a candidate's cases of these: judged here
+JUDGED = ("parity", "cross", "deviations", "errors", "roundtrip", "forms", "differentiable")  # a candidate's cases
+# of these: judged here
 ANSWERS_BYTES = 1 << 20  # the most an error input's recorded answers may unpack to
-ANSWERED = ("errors", "roundtrip")  # judged from answers the check reads back as it asks (not a trajectory)
+ANSWERED = ("errors", "roundtrip", "differentiable")  # judged from answers the check reads back as it asks
 
 
 class Refused(Exception):
@@ -223,12 +224,16 @@ class Judge:
     def _answered(self, index: int) -> tuple[list[dict], str]:
         """A candidate's error-input or round-trip case, from the answers its worker recorded, which the check's
         own code reads back as it asks the same questions (``checks.error_attempts.Answering``,
-        ``checks.roundtrip_tape.Tape``)."""
+        ``checks.tape.Tape``)."""
         check = self.blueprint().entries[index].check
 
         def answers_in(path: Path, case: Case, ctx: RunContext) -> Answers:
-            answers = load_recording(path, ANSWERS_BYTES if check == "errors" else largest(ctx.workload(
-                case.suite, case.hset, case.dtype, steps=int(ctx.settings.roundtrip.steps))) * len(SCENARIOS))
+            if check == "errors":
+                bound = ANSWERS_BYTES
+            else:  # a round-trip: a few trajectories' worth a scenario; derivatives: a trajectory's worth
+                steps = int(ctx.settings.roundtrip.steps if check == "roundtrip" else ctx.steps)
+                bound = largest(ctx.workload(case.suite, case.hset, case.dtype, steps=steps)) * len(SCENARIOS)
+            answers = load_recording(path, bound)
             if not isinstance(answers, Answers):
                 raise RecordingError(f"it holds no answers to {'an error input' if check == 'errors' else check}")
             return answers
@@ -239,7 +244,8 @@ class Judge:
             while self.uncounted:
                 status = self.uncounted.pop()
                 counts[status] = counts.get(status, 0) + 1
-        ctx.judging = Judging(answers, {}, bool((self.blueprint().judging or {}).get("foreign", False)))
+        defaults = self._defaults(case) if check == "differentiable" else {}  # (what its hparam sets complete from)
+        ctx.judging = Judging(answers, defaults, bool((self.blueprint().judging or {}).get("foreign", False)))
         ctx.impls = {case.suite.name: [*self.cases.variants(case.suite.name), case.impl]}  # (what the plan ran)
         try:
             rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY[check], case)
@@ -262,12 +268,7 @@ class Judge:
         case, recording = self._load(index, trajectory_in)
         ctx = self._context()
         facts = self.blueprint().judging or {}
-        try:
-            defaults = (case.suite.defaults() if case.suite.optimizer_class() is not None
-                        else {k: from_data(v) for k, v in facts.get("defaults", {}).items()})
-        except ValueError as exc:
-            return self._error(index, f"its recording cannot be judged apart: {exc}")
-        ctx.judging = Judging(recording, defaults, bool(facts.get("foreign", False)))
+        ctx.judging = Judging(recording, self._defaults(case), bool(facts.get("foreign", False)))
         if check.name == "forms" and (case.dtype, case.label) in self.forms:  # the twin it is compared with
             ctx.scratch[("form", case.label)] = self.forms[(case.dtype, case.label)]
         try:
@@ -281,6 +282,16 @@ class Judge:
             self.kept[cross] = {key: ctx.scratch[key] for key in (("snapshots", case.impl_name),
                                                                    ("declared", case.impl_name)) if key in ctx.scratch}
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
+
+    def _defaults(self, case: Case) -> dict:
+        """The reference defaults a candidate's hparam sets are completed from: the suite's torch optimizer's, or
+        what the plan found of the candidate's class (``Refused`` where one cannot be rebuilt from data)."""
+        if case.suite.optimizer_class() is not None:
+            return case.suite.defaults()
+        try:
+            return {k: from_data(v) for k, v in (self.blueprint().judging or {}).get("defaults", {}).items()}
+        except ValueError as exc:
+            raise Refused(f"its recording cannot be judged apart: {exc}") from None
 
     def _load(self, index: int, read: Callable[[Path, Case, RunContext], object]) -> tuple[Case, object]:
         """The planned case ``index`` and what ``read(path, case, ctx)`` takes from its recording, which goes once

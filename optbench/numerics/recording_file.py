@@ -116,7 +116,7 @@ def save_raised(exc: BaseException, path: Path) -> Path:
 class Answers:
     """What code under test answered, in order, where a check asks it things rather than steps it (the error
     inputs, a state_dict round-trip): JSON entries the check writes and reads back itself
-    (``checks.error_attempts.Answering``, ``checks.roundtrip_tape.Tape``), NumPy arrays among their values."""
+    (``checks.error_attempts.Answering``, ``checks.tape.Tape``), NumPy arrays among their values."""
 
     entries: tuple
 

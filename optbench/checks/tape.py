@@ -1,13 +1,14 @@
-"""What a round-trip case's code under test did, as a tape: written where it runs, read back by the judge.
+"""What a case's code under test did, as a tape: written where it runs, read back by the judge.
 
-A candidate's round-trip case runs in its worker as any case does; each thing the check asks of the candidate (build
-it on these options, save after ``save_at`` steps, load by name, continue, run uninterrupted) goes through
-``Tape.take``, which records what came back (snapshots of parameters and state, the dtypes they are held in, a
-refusal's words, what torch's positional load did, or what was raised) into the case's recording. The judge
+A candidate's case of a check that asks its code several things (a state_dict round-trip: build it on these options,
+save after ``save_at`` steps, load by name, continue, run uninterrupted; the differentiable check: its derivatives
+through the step) runs in its worker as any case does; each question goes through ``Tape.take``, which records what
+came back (snapshots of parameters and state, the dtypes they are held in, a refusal's words, what torch's
+positional load did, a Jacobian-vector product, or what was raised) into the case's recording. The judge
 (``engine.judge``), which never imports the candidate, runs the same check code with a tape that replays: the same
 questions in the same order get the recorded answers, and the check's own comparisons (bit for bit, tolerance,
-what a refusal must name) give the verdict. A question asked out of order, or a tape that ends early or runs on, is
-refused (``RecordingError``): the case is an error.
+what a refusal must name, finite differences of the reference) give the verdict. A question asked out of order, or a
+tape that ends early or runs on, is refused (``RecordingError``): the case is an error.
 """
 
 from __future__ import annotations
