@@ -66,3 +66,15 @@ def test_pytorch_optimizers_schedule_free_adamw_fails_the_caller_contract_only_a
     pytest.importorskip("pytorch_optimizer")
     assert_only_declared_findings(tmp_path, "schedule_free_adamw", "pytorch_optimizer.ScheduleFreeAdamW", "default",
                                   {"F49"})
+
+
+def test_parameters_a_declared_raise_leaves_out_are_checked_for_every_implementation(tmp_path):
+    """F04 (Adafactor's zero-size parameters) is declared for torch's variants and candidates (``impl: "[!o]*"``);
+    every implementation leaves those parameters out of its parity workload, so optbench's own kernel, which the
+    declaration does not name, is checked on them alone as on any others: a plain pass, no finding."""
+    out = tmp_path / "out"
+    assert run_inline(["suite=adafactor", "dtype=float32", "impl=[for-loop,optbench]", "checks=[deviations]",
+                       "history_dir=null", f"out_dir={out}"]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    seen = {r["impl"]: (r["status"], r["finding"]) for r in rows if r["check"] == "deviation"}
+    assert seen == {"for-loop": ("xfail", "F04"), "optbench": ("pass", "")}, seen

@@ -103,8 +103,8 @@ class DeviationsCheck:
             if not dtypes or not hsets:
                 continue
             dtype = "float32" if "float32" in dtypes else dtypes[0]
-            for impl in ctx.impls[suite.name]:
-                if fnmatch.fnmatchcase(impl.name, d.impl) and not ctx.unavailable(impl, dtype):
+            for impl in ctx.impls[suite.name]:  # every one: each leaves the parameters out of its parity workload
+                if not ctx.unavailable(impl, dtype):
                     out.append(Case(suite, impl, dtype, hsets[0], ctx.device, label=str(index)))
         return out
 
@@ -127,6 +127,9 @@ class DeviationsCheck:
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
         suite, d = case.suite, case.suite.deviations[int(case.label)]
+        # an implementation the declaration does not describe (another class, or a variant its impl glob leaves out)
+        # is judged on those parameters as on any others
+        covered = d.covers(case.impl) and fnmatch.fnmatchcase(case.impl_name, d.impl)
         alone = self.workload(case, ctx)
         judging = ctx.judging  # judged here from what the case's worker recorded (engine.judge)
         try:
@@ -142,7 +145,7 @@ class DeviationsCheck:
             if traj is None:  # recorded for the judge, whose verdict replaces this row
                 return awaiting_judge(case.labels, "deviation")
             ok, raised = bool((traj.errors.err_eps <= traj.errors.tol).all()), False
-            if not d.covers(case.impl):  # another class than the one the declaration describes: plain parity
+            if not covered:
                 status, seen = ("pass", "does not raise, and passes parity") if ok else (
                     "fail", f"does not raise, but fails parity ({traj.errors.err_eps.max():.3g} eps)")
             else:
@@ -154,16 +157,16 @@ class DeviationsCheck:
                 save_raised(exc, ctx.recording_to)
                 return awaiting_judge(case.labels, "deviation")
             raised = True
-            status = "xfail" if d.raised_by(exc) and d.covers(case.impl) else "fail"
+            status = "xfail" if d.raised_by(exc) and covered else "fail"
             message = str(exc).splitlines()[0] if str(exc) else ""
             seen = f"{'still raises' if status == 'xfail' else 'raises'} {type(exc).__name__}: {message}"
         labels = case.labels | {"hparams": case.hset.name}
-        covered = d.covers(case.impl)  # else judged as any parameters: the declaration names another class's raise
+        whose = (f"declared for {d.impl} only" if d.covers(case.impl)
+                 else "declared of that class, which this candidate neither is nor subclasses")
         detail = (f"{d.finding}: {d.reason} Observed: {seen}" if covered else
                   f"the parameters {d.fqn} alone, on which {case.suite.optimizer or 'the suite'}'s class raises "
-                  f"{d.raises} ({d.finding}, declared of that class, which this candidate neither is nor "
-                  f"subclasses): {seen}")
+                  f"{d.raises} ({d.finding}, {whose}): {seen}")
         rows = [row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=float(raised),
                     fqn=d.fqn, status=status, detail=detail, finding=d.finding if covered else "")]
         return Outcome(rows, f"  {status.upper():5} deviation {case.impl_name:>10} {case.dtype:>8} "
-                             f"{d.finding} {d.fqn}: {seen}")
+                             f"{d.finding if covered else '(' + d.finding + ' is not its)'} {d.fqn}: {seen}")
