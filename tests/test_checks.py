@@ -24,8 +24,8 @@ def errors_frame(values, fqn="w", tensor="param"):
 
 
 def test_registry_names_each_check_once():
-    assert list(REGISTRY) == ["parity", "cross", "forms", "deviations", "roundtrip", "errors", "differentiable",
-                              "speed", "memory", "scaling", "reshard"]
+    assert list(REGISTRY) == ["parity", "cross", "forms", "deviations", "roundtrip", "errors", "quantized",
+                              "differentiable", "speed", "memory", "scaling", "reshard"]
 
 
 def test_a_declared_deviation_is_judged_apart_and_bounded():
@@ -135,7 +135,7 @@ def test_every_check_has_a_report_section_and_every_verdict_giving_check_is_coun
     assert all(r.sections is not None for r in REGISTRATIONS.values()), \
         [n for n, r in REGISTRATIONS.items() if r.sections is None]
     assert set(counted_checks()) == {"parity", "cross", "deviation", "roundtrip", "errors", "differentiable",
-                                     "reshard", "forms"}
+                                     "reshard", "forms", "quantized"}
 
 
 def test_declared_status_is_one_rule_for_every_check():

@@ -30,6 +30,7 @@ from optbench.adapters import (  # noqa: F401 (each registers its key)
     not_taken,
     note,
     prepare,
+    quantized,
     rejects,
     rename,
     sparse,

@@ -18,6 +18,7 @@ from optbench.checks import (  # noqa: F401  (importing a check's module registe
     forms,
     memory,
     parity,
+    quantized,
     reshard,
     roundtrip,
     scaling,
@@ -27,8 +28,8 @@ from optbench.checks.base import Check
 from optbench.checks.registry import REGISTRATIONS, REGISTRY, arrange, register_check, unregister
 
 # run order within a group of cases: parity first (cross and forms read its trajectories), the timed ones last
-arrange(["parity", "cross", "forms", "deviations", "roundtrip", "errors", "differentiable", "speed", "memory",
-         "scaling", "reshard"])
+arrange(["parity", "cross", "forms", "deviations", "roundtrip", "errors", "quantized", "differentiable", "speed",
+         "memory", "scaling", "reshard"])
 plugins.load("optbench.checks")  # other packages' checks (optbench.plugins), after the built-in ones
 
 __all__ = ["REGISTRATIONS", "REGISTRY", "Check", "register_check", "unregister"]

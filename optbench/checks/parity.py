@@ -9,6 +9,7 @@ refusing a combination at construction with a ValueError. Anything else raised i
 
 from __future__ import annotations
 
+from optbench.adapters.quantized import full_precision
 from optbench.adapters.sparse import refused as sparse_refused
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.base import awaiting_judge
@@ -100,6 +101,13 @@ def one_sided_detail(one_sided: dict, suite: Suite) -> str:
             + f" (a candidate spec's state.keys maps them, state.ignore leaves them out{own}: docs/candidates.md)")
 
 
+def parity_workload(case: Case, ctx: RunContext):
+    """The workload a parity case runs on: its hparam set's, less the parameters whose state a candidate keeps
+    quantized (``adapters.quantized``: the quantized check judges those, in the quantizer's units)."""
+    workload = ctx.workload(case.suite, case.hset, case.dtype)
+    return full_precision(case.impl.spec, workload) if case.impl is not None and case.impl.is_candidate else workload
+
+
 @register_check(
     default=True, counted="parity",
     # one_step: also check each step from the implementation's own state, a tight gate at every dtype
@@ -161,7 +169,7 @@ class ParityCheck:
                                 detail=f"{why} (options: {describe(case.hset.options)})")],
                            f"  UNSUP parity {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<34} {why}")
         suite = case.suite
-        workload = ctx.workload(suite, case.hset, case.dtype)
+        workload = parity_workload(case, ctx)
         declared = suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name)
         raising = [d for d in declared if d.whole_case]
         try:
@@ -213,6 +221,10 @@ class ParityCheck:
                             unit="element-steps", gate="trajectory",
                             detail="a sign or clamp decided within rounding: the reference went on from the "
                                    "implementation's outcome there (either is a correct step)"))
+        quantized = len(ctx.workload(suite, case.hset, case.dtype).specs) - len(workload.specs)
+        if quantized and rows:  # (parameters judged elsewhere are named, never silently left out)
+            rows[0] = {**rows[0], "detail": f"{rows[0]['detail']}; {quantized} parameters keep quantized state, "
+                                            "judged by the quantized check instead"}
         return Outcome(rows + precision_rows(case.labels, traj.dtypes) + fixed, line)
 
     def _rows(self, case: Case, gated, declared, one_sided: dict, left_out: int = 0,

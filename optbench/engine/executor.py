@@ -52,8 +52,8 @@ def recording_path(folder, index: int) -> Path:
     return Path(folder) / f"case-{int(index)}.npz"
 
 
-RECORDED = ("parity", "deviations", "errors", "roundtrip", "forms", "differentiable")  # a candidate's cases of these
-# record what it did, for the judge
+# a candidate's cases of these checks record what it did, for the judge
+RECORDED = ("parity", "deviations", "errors", "roundtrip", "forms", "differentiable", "quantized")
 
 
 def judged_apart(check, case: Case) -> bool:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from optbench.cases import Case, Judging, RunContext
 from optbench.checks import REGISTRY
+from optbench.checks.parity import parity_workload
 from optbench.engine.blueprint import Blueprint, error_outcome
 from optbench.engine.executor import Executor, recording_path
 from optbench.engine.judged_cases import JudgedCases
@@ -48,10 +49,10 @@ from optbench.state.scenarios import SCENARIOS
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
-JUDGED = ("parity", "cross", "deviations", "errors", "roundtrip", "forms", "differentiable")  # a candidate's cases
-# of these: judged here
+# a candidate's cases of these checks are judged here
+JUDGED = ("parity", "cross", "deviations", "errors", "roundtrip", "forms", "differentiable", "quantized")
 ANSWERS_BYTES = 1 << 20  # the most an error input's recorded answers may unpack to
-ANSWERED = ("errors", "roundtrip", "differentiable")  # judged from answers the check reads back as it asks
+ANSWERED = ("errors", "roundtrip", "differentiable", "quantized")  # judged from answers the check reads back as it asks
 
 
 class Refused(Exception):
@@ -244,7 +245,8 @@ class Judge:
             while self.uncounted:
                 status = self.uncounted.pop()
                 counts[status] = counts.get(status, 0) + 1
-        defaults = self._defaults(case) if check == "differentiable" else {}  # (what its hparam sets complete from)
+        # (what its hparam sets are completed from, where the check reads them)
+        defaults = self._defaults(case) if check in ("differentiable", "quantized") else {}
         ctx.judging = Judging(answers, defaults, bool((self.blueprint().judging or {}).get("foreign", False)))
         ctx.impls = {case.suite.name: [*self.cases.variants(case.suite.name), case.impl]}  # (what the plan ran)
         try:
@@ -259,8 +261,7 @@ class Judge:
         check = REGISTRY[self.blueprint().entries[index].check]
 
         def trajectory_in(path: Path, case: Case, ctx: RunContext):
-            workload = (check.workload(case, ctx) if check.name == "deviations"
-                        else ctx.workload(case.suite, case.hset, case.dtype))
+            workload = check.workload(case, ctx) if check.name == "deviations" else parity_workload(case, ctx)
             recording = load_recording(path, largest(workload))
             if isinstance(recording, Raised):  # what it raised: matched against a declared raise by the check
                 return recording

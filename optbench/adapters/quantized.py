@@ -1,0 +1,91 @@
+"""``quantized``: where the candidate keeps its optimizer state quantized, and how to read it, e.g. bitsandbytes'
+8-bit optimizers::
+
+    quantized:
+      scheme: blockwise_8bit       # block-wise dynamic 8-bit state (reference/_quantization.py)
+      blocksize: 256               # elements per absmax
+      min_size: 4096               # a parameter of fewer elements keeps 32-bit state (judged by the parity check)
+      moments:                     # the reference's moment -> the candidate's state keys: [codes, absmax, map]
+        exp_avg: [state1, absmax1, qmap1]
+        exp_avg_sq: [state2, absmax2, qmap2]
+      grid: 65536                  # optional: the quantizer first rounds to this many points on [-1, 1]
+
+A parameter of at least ``min_size`` elements is judged by the quantized check, one step at a time from the
+candidate's own quantized state, in the quantizer's units; the parity check judges the others (``full_precision``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from optbench.adapters.registry import CandidateSpecError, adapter_key, reject_unknown
+
+KEYS = {"scheme", "blocksize", "min_size", "moments", "grid"}
+SCHEMES = ("blockwise_8bit",)
+MOMENTS = ("exp_avg", "exp_avg_sq")  # the moments of the Adam family's quantized step, signed then unsigned
+
+
+@adapter_key("quantized")
+def parse(value, source: str) -> dict:
+    if not isinstance(value, Mapping):
+        raise CandidateSpecError(f"{source}: quantized: a mapping of {', '.join(sorted(KEYS))}")
+    reject_unknown(value, KEYS, f"{source}: quantized")
+    scheme = str(value.get("scheme", ""))
+    if scheme not in SCHEMES:
+        raise CandidateSpecError(f"{source}: quantized.scheme={scheme or '(none)'}: one of {', '.join(SCHEMES)}")
+    try:
+        blocksize, min_size = int(value.get("blocksize", 256)), int(value.get("min_size", 0))
+    except (TypeError, ValueError):
+        raise CandidateSpecError(f"{source}: quantized.blocksize and min_size: whole numbers") from None
+    moments = value.get("moments") or {}
+    if blocksize < 1 or min_size < 0 or sorted(moments) != sorted(MOMENTS) or not all(
+            isinstance(keys, (list, tuple)) and len(keys) == 3 for keys in moments.values()):
+        raise CandidateSpecError(f"{source}: quantized: blocksize >= 1, min_size >= 0 and moments "
+                                 f"{', '.join(MOMENTS)}, each [codes, absmax, map] state keys")
+    grid = value.get("grid")
+    if grid is not None and (not isinstance(grid, int) or grid < 2):
+        raise CandidateSpecError(f"{source}: quantized.grid={grid}: a whole number of points, at least 2")
+    return {"scheme": scheme, "blocksize": blocksize, "min_size": min_size, "grid": grid,
+            "moments": {m: tuple(str(k) for k in moments[m]) for m in MOMENTS}}
+
+
+def declared(spec) -> dict | None:
+    """The spec's ``quantized`` block (None: its state is not quantized)."""
+    return (spec.extra or {}).get("quantized") if spec is not None else None
+
+
+def quantizes(spec, numel: int) -> bool:
+    """Whether a parameter of ``numel`` elements keeps quantized state under ``spec``."""
+    q = declared(spec)
+    return q is not None and numel >= q["min_size"] and numel > 0
+
+
+def full_precision(spec, workload):
+    """``workload`` without the parameters whose state ``spec`` quantizes (the quantized check judges those)."""
+    return workload.restricted(lambda s: not quantizes(spec, s.numel)) if declared(spec) else workload
+
+
+def read(spec, state: Mapping) -> dict | None:
+    """One parameter's quantized state as the reference's step takes it: per moment ``k`` (1, 2), ``codes<k>``,
+    ``absmax<k>`` and ``map<k>`` (float64 NumPy, codes as uint8), and ``step``; None where it holds none yet (before
+    its first step) or not quantized state (a float tensor where the codes should be)."""
+    q = declared(spec)
+    out: dict = {}
+    for k, moment in enumerate(MOMENTS, start=1):
+        codes, absmax, qmap = (state.get(key) for key in q["moments"][moment])
+        if not all(isinstance(t, torch.Tensor) for t in (codes, absmax, qmap)) or codes.dtype != torch.uint8:
+            return None
+        out[f"codes{k}"] = codes.detach().cpu().numpy().copy()
+        out[f"absmax{k}"] = absmax.detach().double().cpu().numpy().reshape(-1)
+        out[f"map{k}"] = qmap.detach().double().cpu().numpy().reshape(-1)
+    step = state.get("step")
+    out["step"] = int(step.item() if isinstance(step, torch.Tensor) else step or 0)
+    return out
+
+
+def as_arrays(quantized: dict) -> dict:
+    """``read``'s state as tape data (the step as a 0-d array)."""
+    return {k: np.asarray(v) for k, v in quantized.items()}

@@ -1,0 +1,224 @@
+"""Quantized optimizer state judged in the quantizer's units (a candidate whose spec declares ``quantized:``,
+``optbench.adapters.quantized``): bitsandbytes' 8-bit optimizers, say.
+
+A float parity gate can only fail such an optimizer (8-bit moments put it 1e-2 of the update away from torch's
+AdamW by design), so each of its quantized parameters (at least ``min_size`` elements) is judged one step at a time
+from its own quantized state, with the float64 step of the documented scheme (``reference/_blockwise_8bit_step.py``,
+Dettmers et al. 2022, Algorithm 1): its codes dequantized, one AdamW step, the moments quantized again. Per case,
+over every step and parameter: the new parameter within ``PARAM_EPS`` of the reference's (in its dtype's eps of the
+larger of the parameter and the update), each block's new absmax within ``ABSMAX_EPS`` float32 eps, every new code
+the reference's but where the value lies within rounding of a boundary between the two codes (counted, and those
+no rounding explains fail), and the maps the documented ones (``dynamic_map``). The other parameters keep 32-bit
+state and are judged by the parity check. What the candidate did is recorded on a tape (``checks.tape``) and judged
+by the parent, which never imports it (``engine.judge``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from optbench.adapters.quantized import as_arrays, declared, quantizes, read
+from optbench.cases import Case, Outcome, RunContext
+from optbench.checks.base import awaiting_judge
+from optbench.checks.deviations import declared_status
+from optbench.checks.registry import register_check
+from optbench.checks.tape import Tape
+from optbench.metrics import (
+    CASE_SKIPPED,
+    QUANTIZED_ABSMAX_ERR_EPS,
+    QUANTIZED_CODES_UNEXPLAINED,
+    QUANTIZED_PARAM_ERR_EPS,
+)
+from optbench.numerics.recording import as_array, set_gradients
+from optbench.numerics.recording_file import save_answers
+from optbench.reference._blockwise_8bit_step import adamw_step, code_disagreements
+from optbench.reference._quantization import dynamic_map
+from optbench.report.tables import CASE, num
+from optbench.results import row
+from optbench.suite.spec import DTYPES, Suite
+from optbench.workloads import reference_gradient
+
+PARAM_EPS = 8.0  # the new parameter: two roundings of it and the update's float32 arithmetic, in its dtype's eps
+ABSMAX_EPS = 2.0  # a block's new absmax, in float32 eps: the max of float32 moments
+ROUNDING = 2.0 ** -20  # a code's value this close to a boundary (normalized units): float32 arithmetic's rounding
+MODELLED = {"lr", "betas", "eps", "weight_decay"}  # the options the quantized AdamW step takes
+STEPS = {"adamw"}  # the suites' references a quantized step exists for
+
+
+def _why_not(suite: Suite, hset) -> str:
+    """Why the quantized step cannot judge this set ("" if it can)."""
+    name = suite.reference.__name__.rsplit(".", 1)[-1]
+    if name not in STEPS:
+        return f"no quantized step of the {name} reference yet (one of: {', '.join(sorted(STEPS))})"
+    other = sorted(set(hset.option_names()) - MODELLED)
+    if other or hset.schedule:
+        what = ", ".join(other) or "a schedule"
+        return f"the quantized AdamW step takes lr, betas, eps and weight_decay (this set also has {what})"
+    return ""
+
+
+def _table(rows):
+    sel = rows[(rows["check"] == "quantized") & rows["metric"].str.startswith("quantized.")]
+    return sel[CASE].assign(metric=sel["metric"], value=sel["value"].map(num), verdict=sel["status"],
+                            detail=sel["detail"])
+
+
+@register_check(
+    default=True, counted="quantized",
+    # a candidate whose spec declares quantized state: each quantized parameter judged one step at a time from its
+    # own codes (only such a candidate has cases)
+    sections=lambda rows: [("Quantized state, in the quantizer's units", _table(rows))])
+class QuantizedCheck:
+    name = "quantized"
+    requires = ()
+
+    def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
+        out = []
+        for impl in ctx.impls[suite.name]:
+            if not (impl.is_candidate and declared(impl.spec)):
+                continue
+            for dtype in ctx.dtypes[suite.name]:
+                why = ctx.unavailable(impl, dtype)
+                out += [Case(suite, impl, dtype, hset, ctx.device, skip=why or _why_not(suite, hset))
+                        for hset in suite.hparams if hset.dtypes is None or dtype in hset.dtypes]
+        return out
+
+    def group(self, case: Case) -> tuple:
+        return (case.suite.name, self.name, case.impl_name)
+
+    def workload(self, case: Case, ctx: RunContext):
+        """The case's workload with only the parameters the candidate keeps quantized state for."""
+        full = ctx.workload(case.suite, case.hset, case.dtype)
+        return full.restricted(lambda s: s.kind != "frozen" and quantizes(case.impl.spec, s.numel))
+
+    def run(self, case: Case, ctx: RunContext) -> Outcome:
+        if case.skip:
+            return Outcome([row(case.labels, check=self.name, metric=CASE_SKIPPED, value=1, status="unsupported",
+                                detail=case.skip)])
+        workload = self.workload(case, ctx)
+        if not workload.specs:
+            return Outcome([row(case.labels, check=self.name, metric=CASE_SKIPPED, value=1, status="skip",
+                                detail=f"no parameter of at least {declared(case.impl.spec)['min_size']} elements "
+                                       "(every state is 32-bit: the parity check judges them)")])
+        judging = ctx.judging  # judged here from what the case's worker recorded (engine.judge)
+        tape = Tape(judging.recording.entries if judging is not None else None, record=ctx.recording_to is not None)
+        live: dict = {}
+
+        def step(i: int) -> dict:
+            if not live:
+                live["params"] = workload.materialize(DTYPES[case.dtype], ctx.device)
+                live["stepper"] = case.hset.build(case.impl, live["params"])
+            params, stepper = live["params"], live["stepper"]
+            set_gradients(params, workload, i)
+            stepper.step()
+            return {n: {"param": as_array(p), "state": as_arrays(read(case.impl.spec, stepper.optimizer.state.get(
+                p, {})) or {})} for n, p in params.items()}
+        try:
+            taken = [tape.take(f"step {i + 1}", lambda i=i: step(i), decode=lambda d: _taken_in(d, workload))
+                     for i in range(workload.steps)]
+        finally:
+            if ctx.recording_to is not None:
+                save_answers(tape.entries, ctx.recording_to)
+        if ctx.recording_to is not None:
+            return awaiting_judge(case.labels, self.name)
+        if tape.replaying:
+            tape.finished()
+        defaults = judging.defaults if judging is not None else case.suite.defaults(case.impl.optimizer_class,
+                                                                                   case.impl.spec)
+        return self._judged(case, ctx, workload, taken, defaults)
+
+    def _judged(self, case: Case, ctx: RunContext, workload, taken: list[dict], defaults: dict) -> Outcome:
+        q = declared(case.impl.spec)
+        names = [s.name for s in workload.specs]
+        hp = case.hset.reference_hp(names, defaults, case.suite.reference_options)
+        params = workload.materialize(DTYPES[case.dtype], ctx.device)
+        before = {n: as_array(p) for n, p in params.items()}
+        state = {n: _zero_state(tuple(p.shape), q["blocksize"]) for n, p in params.items()}
+        eps = float(torch.finfo(DTYPES[case.dtype]).eps)
+        eps32 = float(np.finfo(np.float32).eps)
+        worst = {"param": (0.0, ""), "absmax": (0.0, "")}
+        differ = unexplained = codes = maps = 0
+        where_unexplained = ""
+        for i, after in enumerate(taken):
+            for n, p in params.items():
+                theirs = after[n]["state"]
+                if not theirs:
+                    raise ValueError(f"{n} holds no quantized state after step {i + 1}")
+                grad = reference_gradient(workload.gradient(i, n, p))
+                ours_p, ours = adamw_step(before[n], grad, {**state[n], "map1": dynamic_map(True),
+                                                             "map2": dynamic_map(False)}, hp[n], q["blocksize"])
+                move = np.maximum(np.abs(ours_p), np.abs(ours_p - before[n]))
+                err = float((np.abs(after[n]["param"] - ours_p) / (eps * np.where(move > 0, move, 1.0))).max())
+                worst["param"] = max(worst["param"], (err, f"{n} at step {i + 1}"))
+                for k, moment in ((1, "exp_avg"), (2, "exp_avg_sq")):
+                    maps += int(np.count_nonzero(theirs[f"map{k}"] != dynamic_map(k == 1)))
+                    absmax = np.abs(theirs[f"absmax{k}"] - ours[f"absmax{k}"]) / (
+                        eps32 * np.where(ours[f"absmax{k}"] > 0, np.abs(ours[f"absmax{k}"]), 1.0))
+                    worst["absmax"] = max(worst["absmax"], (float(absmax.max()), f"{n}/{moment} at step {i + 1}"))
+                    d, u, _ = code_disagreements(ours[moment], theirs[f"codes{k}"], ours[f"codes{k}"],
+                                                 ours[f"map{k}"], ours[f"absmax{k}"], ROUNDING + _grid(q),
+                                                 q["blocksize"])
+                    differ, unexplained, codes = differ + d, unexplained + u, codes + ours[moment].size
+                    if u and not where_unexplained:
+                        where_unexplained = f"first {n}/{moment} at step {i + 1}"
+                before[n] = after[n]["param"]
+                state[n] = {k: v for k, v in theirs.items() if not k.startswith("map")}
+        declared_ = case.suite.deviations_for(case.impl, case.dtype, case.hset.name, check=self.name)
+        rows = []
+        for metric, value, ok, detail in (
+                (QUANTIZED_PARAM_ERR_EPS, worst["param"][0], worst["param"][0] <= PARAM_EPS,
+                 f"the new parameter against the quantized step from its own state: max {worst['param'][0]:.3g} "
+                 f"eps ({worst['param'][1]}; tolerance {PARAM_EPS:g})"),
+                (QUANTIZED_ABSMAX_ERR_EPS, worst["absmax"][0], worst["absmax"][0] <= ABSMAX_EPS,
+                 f"each block's new absmax: max {worst['absmax'][0]:.3g} float32 eps ({worst['absmax'][1]}; "
+                 f"tolerance {ABSMAX_EPS:g})"),
+                (QUANTIZED_CODES_UNEXPLAINED, float(unexplained + maps), unexplained == 0 and maps == 0,
+                 f"{differ:,} of {codes:,} new codes differ from the reference quantizer's, {unexplained:,} beyond "
+                 f"rounding ({ROUNDING + _grid(q):.3g} of the block's range)"
+                 + (f"; {where_unexplained}" if unexplained else "")
+                 + f"; {maps} map entries differ from the documented maps")):
+            status = declared_status("pass" if ok else "fail", declared_[0] if declared_ else None)
+            rows.append(row(case.labels, check=self.name, metric=metric, value=value, status=status, detail=detail,
+                            step=len(taken), finding=declared_[0].finding if declared_ and status != "pass" else ""))
+        bad = [r for r in rows if r["status"] == "fail"]
+        line = (f"  {'FAIL' if bad else 'PASS':5} quantized {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<20} "
+                f"{len(params)} parameters x {len(taken)} steps: param {worst['param'][0]:.3g} eps, absmax "
+                f"{worst['absmax'][0]:.3g} eps, {differ:,} codes differ, {unexplained:,} beyond rounding")
+        return Outcome(rows, line)
+
+
+def _grid(q: dict) -> float:
+    """The quantizer's own grid (``quantized.grid`` points on [-1, 1]), as a rounding in normalized units."""
+    return 1.0 / (q["grid"] - 1) if q.get("grid") else 0.0
+
+
+def _zero_state(shape: tuple, blocksize: int) -> dict:
+    """The state before the first step: zero moments (absmax 0: every code dequantizes to 0)."""
+    blocks = -(-int(np.prod(shape)) // blocksize)
+    return {"step": 0, "codes1": np.zeros(shape, np.uint8), "absmax1": np.zeros(blocks),
+            "codes2": np.zeros(shape, np.uint8), "absmax2": np.zeros(blocks)}
+
+
+def _taken_in(data: dict, workload) -> dict:
+    """One step as recorded, checked: per parameter of the case, its value (of its shape) and its quantized state
+    (codes: whole numbers 0 to 255 of its shape; absmax, map, step)."""
+    shapes = {s.name: tuple(s.shape) for s in workload.specs}
+    if set(data) != set(shapes):
+        raise ValueError(f"parameters {sorted(data)[:3]}... where the case has {sorted(shapes)[:3]}...")
+    out = {}
+    for n, shape in shapes.items():
+        param, state = data[n]["param"], dict(data[n]["state"])
+        if not isinstance(param, np.ndarray) or param.shape != shape:
+            raise ValueError(f"{n}: a parameter of another shape than {shape}")
+        for k in (1, 2) if state else ():
+            codes = np.asarray(state[f"codes{k}"])
+            if codes.shape != shape or not np.all((codes >= 0) & (codes <= 255) & (codes == np.round(codes))):
+                raise ValueError(f"{n}: codes{k} are not uint8 codes of its shape")
+            state[f"codes{k}"] = codes.astype(np.uint8)
+            state[f"absmax{k}"] = np.asarray(state[f"absmax{k}"], dtype=np.float64).reshape(-1)
+            state[f"map{k}"] = np.asarray(state[f"map{k}"], dtype=np.float64).reshape(-1)
+        if state:
+            state["step"] = int(np.asarray(state["step"]))
+        out[n] = {"param": param, "state": state}
+    return out

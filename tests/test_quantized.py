@@ -1,0 +1,112 @@
+"""The quantized check: a candidate keeping 8-bit block-wise state (bitsandbytes' AdamW8bit) judged one step at a time
+from its own codes, in the quantizer's units, by the parent; each deliberately wrong 8-bit optimizer fails it (tests
+skip without bitsandbytes)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from optbench.checks.quantized import _taken_in
+from optbench.workloads import build
+from tests import warm_command
+
+pytest.importorskip("bitsandbytes")
+
+RUN = ["run", "suite=adamw", "dtype=float32", "checks=[quantized]", "impl=[candidate]", "hparams=[default]",
+       "history_dir=null", "jobs=1"]
+
+MUTANTS = {  # a module defining AdamW8bit wrong in one way -> the metric that must fail
+    "steps with another beta2": ("""
+class AdamW8bit(bnb.optim.AdamW8bit):
+    def step(self, closure=None):
+        kept = [g["betas"] for g in self.param_groups]
+        for g in self.param_groups:
+            g["betas"] = (g["betas"][0], 0.99)
+        try:
+            return super().step(closure)
+        finally:
+            for g, b in zip(self.param_groups, kept):
+                g["betas"] = b
+""", "quantized.param_max_err_eps"),
+    "rounds the second moment's codes down": ("""
+class AdamW8bit(bnb.optim.AdamW8bit):
+    def step(self, closure=None):
+        out = super().step(closure)
+        for state in self.state.values():
+            codes = state.get("state2")
+            if codes is not None and codes.dtype == torch.uint8:
+                codes[codes > 0] -= 1  # the entry below the nearest: floor where it should round
+        return out
+""", "quantized.codes_unexplained"),
+    "scales the absmax": ("""
+class AdamW8bit(bnb.optim.AdamW8bit):
+    def step(self, closure=None):
+        out = super().step(closure)
+        for state in self.state.values():
+            if "absmax1" in state:
+                state["absmax1"].mul_(1.01)
+        return out
+""", "quantized.absmax_max_err_eps"),
+}
+
+
+SPEC = """
+class: wrong8bit.AdamW8bit
+dtypes: [float32, bfloat16, float16]
+state: {keys: {state1: exp_avg, state2: exp_avg_sq}}
+quantized:
+  scheme: blockwise_8bit
+  blocksize: 256
+  min_size: 4096
+  grid: 65536
+  moments: {exp_avg: [state1, absmax1, qmap1], exp_avg_sq: [state2, absmax2, qmap2]}
+"""
+
+
+def rows_of(out) -> dict:
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    return {r["metric"]: r for r in rows if r["check"] == "quantized" and r["metric"] != "run.case_s"}
+
+
+def test_bitsandbytes_adamw8bit_passes_in_the_quantizers_units(tmp_path):
+    done = warm_command.run(*RUN, "candidate=bitsandbytes.optim.AdamW8bit", f"out_dir={tmp_path / 'out'}",
+                            cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = rows_of(tmp_path / "out")
+    assert {m: r["status"] for m, r in got.items()} == {"quantized.param_max_err_eps": "pass",
+                                                       "quantized.absmax_max_err_eps": "pass",
+                                                       "quantized.codes_unexplained": "pass"}, got
+    differ = int(got["quantized.codes_unexplained"]["detail"].split(" of ")[0].replace(",", ""))
+    assert differ > 0  # codes off by its quantizer's rounding only: the tolerance for them is exercised
+
+
+@pytest.mark.parametrize("how", list(MUTANTS))
+def test_a_wrong_8bit_optimizer_fails_the_quantized_check(tmp_path, how):
+    code, metric = MUTANTS[how]
+    (tmp_path / "wrong8bit.py").write_text("import torch\nimport bitsandbytes as bnb\n" + code)
+    (tmp_path / "wrong8bit.yaml").write_text(SPEC)  # bitsandbytes' own spec, for the subclass
+    done = warm_command.run(*RUN, "candidate=wrong8bit.yaml", f"out_dir={tmp_path / 'out'}", cwd=tmp_path,
+                            timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rows_of(tmp_path / "out")[metric]["status"] == "fail", rows_of(tmp_path / "out")
+
+
+def test_a_recorded_step_with_codes_that_are_no_uint8_codes_is_refused():
+    workload = build("transformer", seed=0, steps=2, width=32, layers=1, vocab=64,
+                     grad_log10_range=(-8, 2)).restricted(lambda s: s.numel >= 4096)
+    spec = workload.specs[0]
+
+    def state(shape):
+        return {"codes1": np.zeros(shape), "absmax1": np.ones(16), "map1": np.ones(256), "codes2": np.zeros(shape),
+                "absmax2": np.ones(16), "map2": np.ones(256), "step": np.asarray(1)}
+    good = state(spec.shape)
+    step = {s.name: {"param": np.zeros(s.shape), "state": state(s.shape)} for s in workload.specs}
+    assert _taken_in(step, workload)[spec.name]["state"]["codes1"].dtype == np.uint8
+    with pytest.raises(ValueError, match="not uint8 codes"):
+        half = {**good, "codes1": good["codes1"] + 0.5}
+        _taken_in({**step, spec.name: {"param": np.zeros(spec.shape), "state": half}}, workload)
+    with pytest.raises(ValueError, match="another shape"):
+        _taken_in({**step, spec.name: {"param": np.zeros(3), "state": good}}, workload)
