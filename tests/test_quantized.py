@@ -110,3 +110,18 @@ def test_a_recorded_step_with_codes_that_are_no_uint8_codes_is_refused():
         _taken_in({**step, spec.name: {"param": np.zeros(spec.shape), "state": half}}, workload)
     with pytest.raises(ValueError, match="another shape"):
         _taken_in({**step, spec.name: {"param": np.zeros(3), "state": good}}, workload)
+
+
+def test_parity_and_cross_judge_its_32bit_state_parameters_and_name_the_others(tmp_path):
+    """The parameters whose state is quantized are left to the quantized check, and said to be: parity's verdict and
+    cross's comparison with the for-loop cover the others (else cross would compare tensors of one side only)."""
+    done = warm_command.run(*[a for a in RUN if a not in ("checks=[quantized]", "impl=[candidate]")],
+                            "checks=[parity,cross,quantized]", "candidate=bitsandbytes.optim.AdamW8bit",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+            if r["impl"] == "candidate:bitsandbytes.optim.AdamW8bit" and not r["fqn"]]
+    parity = next(r for r in rows if r["metric"] == "parity.max_err_eps")
+    cross = next(r for r in rows if r["check"] == "cross" and r["metric"] != "run.case_s")
+    assert "4 parameters keep quantized state, judged by the quantized check instead" in parity["detail"], parity
+    assert cross["status"] == "pass" and "4 parameters' quantized state left to the quantized check" in cross["detail"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from optbench.adapters.quantized import quantizes
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.parity import BASELINE, ParityCheck
 from optbench.checks.registry import register_check
@@ -52,6 +53,10 @@ class CrossCheck:
                                 detail=f"parity left no trajectory of {side} for this case (its parity row says why)")])
         skip = ctx.scratch.get(("declared", case.impl_name), set()) | ctx.scratch.get(("declared", BASELINE), set())
         skip |= {k for snap in (*mine, *base) for k in snap if k[1] in case.impl.skipped_state}  # a candidate spec's
+        quantized = {f for snap in base for (f, t), a in snap.items()  # judged by the quantized check, not parity
+                     if t == "param" and quantizes(case.impl.spec, a.size)}
+        elsewhere = {k for snap in base for k in snap if k[0] in quantized} - skip
+        skip |= elsewhere
         compared = {k for snap in (*mine, *base) for k in snap} - skip
         if not compared:  # nothing left to compare never passes
             return Outcome([row(case.labels, check="cross", metric=CASE_SKIPPED, value=1, status="skip",
@@ -60,8 +65,10 @@ class CrossCheck:
         x = cross_error(mine, base, eps, skip=frozenset(skip))
         bound = cross_tolerance_eps(len(base))
         status = "pass" if x <= bound else "fail"
+        declared = len(skip) - len(elsewhere)
         detail = f"max {x:.3g} eps against the for-loop (bound {bound:.3g} eps" + (
-            f", {len(skip)} declared-deviation tensors left out)" if skip else ")")
+            f", {declared} declared-deviation tensors left out" if declared else "") + (
+            f", {len(quantized)} parameters' quantized state left to the quantized check" if quantized else "") + ")"
         rows = [row(case.labels, check="cross", metric=PARITY_XMAX_ERR_EPS_VS_FORLOOP, value=x, unit="eps",
                     status=status, detail=detail)]
         return Outcome(rows, "" if status == "pass"
