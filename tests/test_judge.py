@@ -318,6 +318,22 @@ class SGD(torch.optim.SGD):  # a correct SGD, whose momentum steps wait while a 
 """
 
 
+def killed_after(tmp_path, args: list[str], cases: int):
+    """``optbench <args>`` started with ``tmp_path/wait`` in place (the test's slow candidate waits while it is) and
+    killed once its journal holds ``cases`` finished cases; the file is gone again. Returns the run's out_dir."""
+    (tmp_path / "wait").touch()
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "optbench", *args, f"out_dir={out}"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    journal, deadline = out / JOURNAL, time.monotonic() + 240
+    while time.monotonic() < deadline and not (journal.is_file() and journal.read_text().count('{"case"') >= cases):
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    (tmp_path / "wait").unlink()
+    return out
+
+
 def test_a_resumed_run_judges_cross_from_the_parity_case_the_killed_run_finished(tmp_path):
     """Killed after the candidate's parity case of a group was recorded and before its cross case: the resumed
     run's worker records that parity case again as it rebuilds the group, and the judge compares its trajectory
@@ -327,21 +343,13 @@ def test_a_resumed_run_judges_cross_from_the_parity_case_the_killed_run_finished
             "impl=[candidate,for-loop]"]
     whole = warm_command.run(*args, f"out_dir={tmp_path / 'whole'}", cwd=tmp_path, timeout=300)
     assert whole.returncode == 0, whole.stdout + whole.stderr
-    (tmp_path / "wait").touch()
-    out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "optbench", *args, f"out_dir={out}"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    journal, deadline = out / JOURNAL, time.monotonic() + 240
-    while time.monotonic() < deadline and not (journal.is_file() and journal.read_text().count('{"case"') >= 3):
-        time.sleep(0.1)  # the default group's three cases are in; the momentum group's candidate waits
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    out = killed_after(tmp_path, args, 3)  # the default group's three cases are in; the momentum group's waits
+    journal = out / JOURNAL
     lines = journal.read_text().splitlines()
     header = json.loads(lines[0])
     parity = [i for i, e in enumerate(header["plan"]) if e["hparams"] == "default" and e["check"] == "parity"]
     journal.write_text("\n".join([lines[0]] + [line for line in lines[1:] if json.loads(line).get("case") in parity])
                        + "\n")  # as if killed between the group's parity cases and its cross case
-    (tmp_path / "wait").unlink()
     resumed = warm_command.run("resume", str(out), cwd=tmp_path, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 

@@ -5,17 +5,12 @@ fails them, and an honest one reads the same judged as run in one process."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 from optbench.journal import JOURNAL
 from tests import warm_command
-from tests.test_judge import DOUBLES_LR, HOSTILE
+from tests.test_judge import DOUBLES_LR, HOSTILE, killed_after
 
 RUN = ["run", "suite=sgd", "dtype=float32", "checks=[forms]", "impl=[candidate]", "history_dir=null"]
 
@@ -76,17 +71,8 @@ def test_a_resumed_run_judges_a_form_against_the_twin_the_killed_run_finished(tm
     args = [*RUN, "candidate=slow.SGD", "jobs=1"]
     whole = warm_command.run(*args, f"out_dir={tmp_path / 'whole'}", cwd=tmp_path, timeout=300)
     assert whole.returncode == 0, whole.stdout + whole.stderr
-    (tmp_path / "wait").touch()
-    out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "optbench", *args, f"out_dir={out}"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    journal, deadline = out / JOURNAL, time.monotonic() + 240
-    while time.monotonic() < deadline and not (journal.is_file() and journal.read_text().count('{"case"') >= 1):
-        time.sleep(0.1)  # the float form is in; the Tensor lr form waits
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert [json.loads(line)["case"] for line in journal.read_text().splitlines()[1:]] == [0]
-    (tmp_path / "wait").unlink()
+    out = killed_after(tmp_path, args, 1)  # the float form is in; the Tensor lr form waits
+    assert [json.loads(line)["case"] for line in (out / JOURNAL).read_text().splitlines()[1:]] == [0]
     resumed = warm_command.run("resume", str(out), cwd=tmp_path, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     again = form_rows(out)
