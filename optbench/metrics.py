@@ -31,6 +31,8 @@ STATE_DTYPE = "state.dtype"  # bits of the dtype a state tensor is kept in
 QUANTIZED_PARAM_ERR_EPS = "quantized.param_max_err_eps"  # a quantized step's new parameter against the reference's
 QUANTIZED_ABSMAX_ERR_EPS = "quantized.absmax_max_err_eps"  # a block's new absmax, in float32 eps
 QUANTIZED_CODES_UNEXPLAINED = "quantized.codes_unexplained"  # new codes no rounding explains, and map entries off
+QUANTIZED_PRICE = "quantized.price"  # free-running parameters' distance from the full-precision reference, per update
+QUANTIZED_SPREAD = "quantized.spread"  # ... from the quantized reference run on its own codes
 
 DEVIATION_MAX_ERR_EPS = "deviation.max_err_eps"  # a declared deviation's observed size, in eps
 DEVIATION_OBSERVED = "deviation.observed"  # a declared raise: 1 if the step raised, 0 if not; differentiable: its size

@@ -29,11 +29,14 @@ from optbench.metrics import (
     QUANTIZED_ABSMAX_ERR_EPS,
     QUANTIZED_CODES_UNEXPLAINED,
     QUANTIZED_PARAM_ERR_EPS,
+    QUANTIZED_PRICE,
+    QUANTIZED_SPREAD,
 )
 from optbench.numerics.recording import as_array, set_gradients
 from optbench.numerics.recording_file import save_answers
 from optbench.reference._blockwise_8bit_step import adamw_step, code_disagreements
 from optbench.reference._quantization import dynamic_map
+from optbench.reference.contract import eager_state
 from optbench.report.tables import CASE, num
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
@@ -181,11 +184,54 @@ class QuantizedCheck:
             status = declared_status("pass" if ok else "fail", declared_[0] if declared_ else None)
             rows.append(row(case.labels, check=self.name, metric=metric, value=value, status=status, detail=detail,
                             step=len(taken), finding=declared_[0].finding if declared_ and status != "pass" else ""))
+        price = _price(case, workload, taken, hp, q)
+        rows += [row(case.labels, check=self.name, metric=metric, value=value, status="info", detail=detail,
+                     step=len(taken)) for metric, value, detail in price]
         bad = [r for r in rows if r["status"] == "fail"]
         line = (f"  {'FAIL' if bad else 'PASS':5} quantized {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<20} "
                 f"{len(params)} parameters x {len(taken)} steps: param {worst['param'][0]:.3g} eps, absmax "
-                f"{worst['absmax'][0]:.3g} eps, {differ:,} codes differ, {unexplained:,} beyond rounding")
+                f"{worst['absmax'][0]:.3g} eps, {differ:,} codes differ, {unexplained:,} beyond rounding; "
+                f"the price of quantization {price[0][1]:.3g} of the updates")
         return Outcome(rows, line)
+
+
+def _price(case: Case, workload, taken: list[dict], hp: dict, q: dict) -> list[tuple[str, float, str]]:
+    """The free-running trajectories after the last step, each as the largest over the parameters of its distance
+    from the full-precision reference's parameters relative to how far that reference moved them: the candidate's
+    (the price of quantization it pays), and the quantized reference's run on its own codes (the price the scheme
+    itself sets); and the candidate's distance from that quantized run (a spread, not a verdict: one code decided
+    within rounding sends the two runs apart)."""
+    ref, dtype = case.suite.reference, DTYPES[case.dtype]
+    names = [s.name for s in workload.specs]
+    full_hp = {n: {**hp[n], "dtype_eps": float(torch.finfo(dtype).eps)} for n in names}
+    start = {n: as_array(p) for n, p in workload.materialize(dtype, torch.device("cpu")).items()}
+    full, quant = dict(start), dict(start)
+    full_state = {n: ref.init(start[n], full_hp[n]) for n in names} if eager_state(ref) else {}
+    quant_state = {n: _zero_state(start[n].shape, q["blocksize"]) for n in names}
+    params = workload.materialize(dtype, torch.device("cpu"))
+    for i in range(len(taken)):
+        for n, p in params.items():
+            g = reference_gradient(workload.gradient(i, n, p))
+            if n not in full_state:
+                full_state[n] = ref.init(full[n], full_hp[n])
+            full[n], full_state[n] = ref.update(full[n], g, full_state[n], full_hp[n])
+            quant[n], new = adamw_step(quant[n], g, {**quant_state[n], "map1": dynamic_map(True),
+                                                     "map2": dynamic_map(False)}, hp[n], q["blocksize"])
+            quant_state[n] = {k: v for k, v in new.items() if k.startswith(("codes", "absmax", "step"))}
+    final = {n: taken[-1][n]["param"] for n in names}
+
+    def rel(a: dict) -> tuple[float, str]:
+        out = [(float(np.linalg.norm(a[n] - full[n]) / max(np.linalg.norm(full[n] - start[n]), 1e-300)), n)
+               for n in names]
+        return max(out)
+    paid, quantized = rel(final), rel(quant)
+    spread = max((float(np.linalg.norm(final[n] - quant[n]) / max(np.linalg.norm(full[n] - start[n]), 1e-300)), n)
+                 for n in names)
+    return [(QUANTIZED_PRICE, paid[0], f"after {len(taken)} steps the parameters lie {paid[0]:.3g} of the full-"
+                                       f"precision reference's updates from it ({paid[1]}); the quantized scheme run "
+                                       f"on its own codes: {quantized[0]:.3g} ({quantized[1]})"),
+            (QUANTIZED_SPREAD, spread[0], f"{spread[0]:.3g} of the updates from the quantized reference run on its own "
+                                          f"codes ({spread[1]}): how far two runs on 8-bit state drift apart")]
 
 
 def _grid(q: dict) -> float:
