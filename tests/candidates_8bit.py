@@ -1,0 +1,69 @@
+"""An 8-bit block-wise AdamW written on optbench's own float64 quantizer (no bitsandbytes): a parameter of at least
+``min_8bit_size`` elements keeps its moments as uint8 codes with a float32 absmax per block of 256 (``state1``,
+``absmax1``, ``qmap1``; ``state2``...), a smaller one float32 moments (``exp_avg``, ``exp_avg_sq``). It exercises the
+quantized check where bitsandbytes is not installed; ``beta2`` for the 8-bit step can be set wrong (a mutant)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from optbench.reference._blockwise_8bit_step import adamw_step
+from optbench.reference._quantization import dynamic_map
+
+
+class NumpyAdamW8bit(torch.optim.Optimizer):
+    wrong_beta2: float | None = None  # a mutant's beta2 for its 8-bit step
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, min_8bit_size=4096):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        self.min_8bit_size = min_8bit_size
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.numel() < self.min_8bit_size:
+                    self._step32(p, lr, beta1, beta2, eps, decay)
+                else:
+                    self._step8(p, {"lr": lr, "betas": (beta1, self.wrong_beta2 or beta2), "eps": eps,
+                                    "weight_decay": decay})
+
+    def _step32(self, p, lr, beta1, beta2, eps, decay):
+        state = self.state[p]
+        if not state:
+            state.update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+        state["step"] += 1
+        step = float(state["step"])
+        p.mul_(1 - lr * decay)
+        state["exp_avg"].lerp_(p.grad, 1 - beta1)
+        state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+        denom = (state["exp_avg_sq"].sqrt() / math.sqrt(1 - beta2 ** step)).add_(eps)
+        p.addcdiv_(state["exp_avg"], denom, value=-lr / (1 - beta1 ** step))
+
+    def _step8(self, p, hp: dict):
+        state = self.state[p]
+        blocks = -(-p.numel() // 256)
+        if not state:
+            state.update(step=0, state1=torch.zeros(p.shape, dtype=torch.uint8),
+                         absmax1=torch.zeros(blocks), qmap1=torch.tensor(dynamic_map(True), dtype=torch.float32),
+                         state2=torch.zeros(p.shape, dtype=torch.uint8), absmax2=torch.zeros(blocks),
+                         qmap2=torch.tensor(dynamic_map(False), dtype=torch.float32))
+        before = {"step": state["step"], "map1": dynamic_map(True), "map2": dynamic_map(False)}
+        for k in (1, 2):
+            before[f"codes{k}"], before[f"absmax{k}"] = state[f"state{k}"].numpy(), state[f"absmax{k}"].double().numpy()
+        new_p, new = adamw_step(p.double().numpy(), p.grad.double().numpy(), before, hp)
+        p.copy_(torch.from_numpy(new_p))
+        state["step"] = new["step"]
+        for k in (1, 2):
+            state[f"state{k}"] = torch.from_numpy(np.asarray(new[f"codes{k}"], dtype=np.uint8).reshape(p.shape))
+            state[f"absmax{k}"] = torch.from_numpy(np.asarray(new[f"absmax{k}"])).float()
+
+
+class WrongBeta2AdamW8bit(NumpyAdamW8bit):
+    wrong_beta2 = 0.99

@@ -1,0 +1,40 @@
+"""The quantized check end to end without bitsandbytes: an 8-bit AdamW written on optbench's own quantizer
+(``tests/candidates_8bit.py``) passes, in the parent's judgement, with parity and cross covering its 32-bit-state
+parameters; the same with another beta2 in its 8-bit step fails."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests import warm_command
+
+SPEC = """
+class: tests.candidates_8bit.{cls}
+dtypes: [float32]
+quantized:
+  scheme: blockwise_8bit
+  blocksize: 256
+  min_size: 4096
+  moments: {{exp_avg: [state1, absmax1, qmap1], exp_avg_sq: [state2, absmax2, qmap2]}}
+"""
+RUN = ["run", "suite=adamw", "dtype=float32", "checks=[parity,cross,quantized]", "impl=[candidate,for-loop]",
+       "hparams=[default]", "history_dir=null", "jobs=1"]
+
+
+@pytest.mark.parametrize("cls, code", [("NumpyAdamW8bit", 0), ("WrongBeta2AdamW8bit", 1)])
+def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, code):
+    (tmp_path / "spec.yaml").write_text(SPEC.format(cls=cls))
+    done = warm_command.run(*RUN, f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}",
+                            timeout=300)
+    assert done.returncode == code, done.stdout + done.stderr
+    rows = [r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+            if r["impl"].startswith("candidate:") and not r["fqn"] and r["metric"] != "run.case_s"]
+    quantized = {r["metric"]: r["status"] for r in rows if r["check"] == "quantized"}
+    assert quantized["quantized.param_max_err_eps"] == ("pass" if code == 0 else "fail"), quantized
+    assert quantized["quantized.codes_unexplained"] == ("pass" if code == 0 else "fail"), quantized
+    parity = next(r for r in rows if r["metric"] == "parity.max_err_eps")
+    cross = next(r for r in rows if r["check"] == "cross")
+    assert parity["status"] == cross["status"] == "pass", (parity, cross)  # its 32-bit-state parameters are right
+    assert "4 parameters keep quantized state" in parity["detail"]
