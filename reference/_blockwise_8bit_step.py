@@ -23,22 +23,25 @@ from ._quantization import dequantize_blockwise, disagreement_distance, quantize
 BLOCKSIZE = 256  # the block size of the 8-bit optimizers' state (bitsandbytes' optimizers, the paper's Section 2)
 
 
-def adamw_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict, blocksize: int = BLOCKSIZE) -> tuple[
-        np.ndarray, dict]:
+def adamw_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict, blocksize: int = BLOCKSIZE,
+               decoupled: bool = True) -> tuple[np.ndarray, dict]:
     """(the new parameter, the new state) of one AdamW step from ``state``: ``codes1``/``absmax1``/``map1`` (first
     moment), ``codes2``/``absmax2``/``map2`` (second moment) and ``step`` (steps taken before this one); ``hp``:
-    ``lr``, ``betas``, ``eps``, ``weight_decay`` (0: Adam). The new state holds the new codes and absmax and, as
-    ``exp_avg``/``exp_avg_sq``, the float64 moments they quantize."""
+    ``lr``, ``betas``, ``eps``, ``weight_decay``. ``decoupled`` False: Adam's L2 term instead, ``weight_decay``
+    times the parameter added to the gradient before the moments. The new state holds the new codes and absmax and,
+    as ``exp_avg``/``exp_avg_sq``, the float64 moments they quantize."""
     beta1, beta2 = (float(b) for b in hp["betas"])
     lr, eps, decay = float(hp["lr"]), float(hp["eps"]), float(hp.get("weight_decay", 0.0))
     step = int(state["step"]) + 1
     g = np.asarray(grad, dtype=np.float64)
+    if not decoupled:
+        g = g + decay * np.asarray(param, dtype=np.float64)
     m = dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize)
     v = dequantize_blockwise(state["codes2"], state["absmax2"], state["map2"], blocksize)
     m = beta1 * m + (1.0 - beta1) * g
     v = beta2 * v + (1.0 - beta2) * g * g
     denom = np.sqrt(v) / np.sqrt(1.0 - beta2 ** step) + eps
-    p = np.asarray(param, dtype=np.float64) * (1.0 - lr * decay)
+    p = np.asarray(param, dtype=np.float64) * (1.0 - lr * decay if decoupled else 1.0)
     p = p - lr / (1.0 - beta1 ** step) * m / denom
     codes1, absmax1 = quantize_blockwise(m, state["map1"], blocksize)
     codes2, absmax2 = quantize_blockwise(v, state["map2"], blocksize)

@@ -127,3 +127,15 @@ def test_parity_and_cross_judge_its_32bit_state_parameters_and_name_the_others(t
     cross = next(r for r in rows if r["check"] == "cross" and r["metric"] != "run.case_s")
     assert "4 parameters keep quantized state, judged by the quantized check instead" in parity["detail"], parity
     assert cross["status"] == "pass" and "4 parameters' quantized state left to the quantized check" in cross["detail"]
+
+
+def test_adam8bit_is_judged_with_adams_l2_step_and_its_decoupled_decay_is_f56(tmp_path):
+    """suite=adam's quantized step adds the L2 term to the gradient: bitsandbytes' Adam8bit, which decays as its
+    AdamW8bit does (bit for bit), is the declared F56 there (xfail), and passes without weight decay."""
+    done = warm_command.run(*[a for a in RUN if a not in ("suite=adamw", "hparams=[default]")], "suite=adam",
+                            "hparams=[default,weight_decay]", "candidate=bitsandbytes.optim.Adam8bit",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    seen = {(r["hparams"], r["status"], r["finding"]) for r in rows if r["metric"] == "quantized.param_max_err_eps"}
+    assert seen == {("default", "pass", ""), ("weight_decay", "xfail", "F56")}, seen
