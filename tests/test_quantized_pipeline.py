@@ -38,3 +38,12 @@ def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, code):
     cross = next(r for r in rows if r["check"] == "cross")
     assert parity["status"] == cross["status"] == "pass", (parity, cross)  # its 32-bit-state parameters are right
     assert "4 parameters keep quantized state" in parity["detail"]
+
+
+def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path):
+    (tmp_path / "spec.yaml").write_text(SPEC.format(cls="NumpyAdamW8bit"))
+    done = warm_command.run(*[a for a in RUN if not a.startswith("checks=")], "checks=[parity]",
+                            f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ("keeps quantized state for parameters of at least 4096 elements: parity leaves them to the quantized "
+            "check, which this run does not select") in done.stdout, done.stdout

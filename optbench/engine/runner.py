@@ -22,6 +22,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from optbench.adapters.quantized import declared
 from optbench.cases import Case
 from optbench.engine.blueprint import Blueprint, changed_inputs
 from optbench.engine.executor import Executor, quiet_torch
@@ -32,6 +33,7 @@ from optbench.engine.out_dir import claim
 from optbench.engine.planner import Planner
 from optbench.engine.pool import Pool
 from optbench.engine.remote_plan import plan_in_worker
+from optbench.engine.selection import candidate_spec
 from optbench.engine.units import Unit, cut_into_units, longest_first, unfinished
 from optbench.engine.writer import RunWriter
 from optbench.implementations.candidate import defaults_warning, unchecked
@@ -226,6 +228,11 @@ class SuiteRun:
         dtypes = sorted({d for ds in self.planner.dtypes.values() for d in ds})
         self.echo(f"optbench: {len(self.suites)} suite(s) ({names}) on {self.device}, dtypes {', '.join(dtypes)}, "
                   f"checks {', '.join(self.planner.selected_checks())}; {jobs}")
+        candidate = self.planner.cfg.get("candidate")
+        if candidate and "quantized" not in self.planner.selected_checks() and len(self.suites) == 1 and (
+                q := declared(candidate_spec(str(candidate), self.suites[0]))):
+            self.echo(f"  note: {candidate} keeps quantized state for parameters of at least {q['min_size']} "
+                      "elements: parity leaves them to the quantized check, which this run does not select")
 
     def run_case(self, check, case: Case, echo=None) -> list[dict]:
         """Run one planned (check, case) in this process, called in plan order (a new group starts from a fresh
