@@ -138,6 +138,24 @@ def test_every_check_has_a_report_section_and_every_verdict_giving_check_is_coun
                                      "reshard", "forms", "quantized"}
 
 
+def test_who_judges_a_candidates_cases_is_in_each_checks_registration():
+    """A candidate's verdicts that its worker could forge are the parent's (from a trajectory or recorded answers);
+    only the measuring checks and those judging what they built themselves are the worker's. A registration
+    naming another judge is refused."""
+    from optbench.checks.registry import REGISTRATIONS, register_check
+
+    judged = {n: r.judged for n, r in REGISTRATIONS.items()}
+    assert judged == {"parity": "trajectory", "cross": "parent", "deviations": "trajectory", "roundtrip": "answers",
+                      "errors": "answers", "forms": "trajectory", "differentiable": "answers",
+                      "quantized": "answers", "speed": None, "memory": None, "scaling": None, "reshard": None}
+    with pytest.raises(ValueError, match="judged='worker' is not one of"):
+        @register_check(judged="worker")
+        class Forged:
+            name = "forged"
+            requires = ()
+    assert "forged" not in REGISTRATIONS
+
+
 def test_declared_status_is_one_rule_for_every_check():
     """A declared deviation turns a fail into xfail and a pass into xpass (a plain pass where it is intermittent);
     an error stays an error unless the check's declarations describe a raise; no declaration changes nothing."""

@@ -84,7 +84,7 @@ def deviation_rows(case: Case, declared) -> list[dict]:
     return out
 
 
-@register_check(default=True, counted="deviation",
+@register_check(default=True, counted="deviation", judged="trajectory",
                 sections=lambda rows: [("Declared deviations", tables.deviations(rows))])
 class DeviationsCheck:
     """Deviations that make the step raise, each run alone on the FQNs it names."""

@@ -83,7 +83,7 @@ def _table(rows):
 
 
 @register_check(
-    counted="differentiable",
+    counted="differentiable", judged="answers",
     # opt-in: autograd through k steps with differentiable=True against finite differences of the float64
     # reference, at float64. steps: each k, the update after k steps differentiated w.r.t. step-1 grads, lr and
     # initial params; hparams: all, or first; max_params: parameters per case, the first of each (param group,

@@ -96,7 +96,7 @@ def not_asked(impl: Implementation, e: ErrorInput, suite: Suite) -> tuple[str, s
     return "", ""
 
 
-@register_check(default=True, counted="errors",
+@register_check(default=True, counted="errors", judged="answers",
                 sections=lambda rows: [("Error inputs", tables.errors(rows))])
 class ErrorsCheck:
     name = "errors"

@@ -122,7 +122,7 @@ def against_twin(case: Case, mine: list[dict], twin: list[dict], declared=frozen
 
 
 @register_check(
-    counted="forms",
+    counted="forms", judged="trajectory",
     # opt-in: Tensor lr/betas/weight_decay and lr schedulers on the first hparam set. dtypes: null, every dtype of
     # the suite; compiled: the forms the compiled variant runs (null: all)
     config={"dtypes": ["float64", "float32"], "compiled": ["float", "tensor_lr", "warmup_cosine_tensor_lr"]},

@@ -109,7 +109,7 @@ def parity_workload(case: Case, ctx: RunContext):
 
 
 @register_check(
-    default=True, counted="parity",
+    default=True, counted="parity", judged="trajectory",
     # one_step: also check each step from the implementation's own state, a tight gate at every dtype
     # (docs/tolerances.md); false leaves the free-running trajectory alone (Muon keeps its update check, which its
     # bfloat16 update needs)

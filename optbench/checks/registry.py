@@ -5,10 +5,14 @@ with its block of the run config (``config``: defaults, under the check's name, 
 ``optbench run <name>.<key>=...``), whether a plain run selects it (``default``), whether it measures time or
 memory (``alone``: its cases run alone, after the rest), whether it times steps (``timed``: with ``speed.threads``
 torch threads, the others with ``check_threads``), how report.md shows its rows (``sections``: rows ->
-[(title, DataFrame)]) and whose statuses the report's summary line counts (``counted``: the ``check`` value of
-its rows). The runner, the config, the report and the summary iterate the registry, in run order within a group
-of cases (``arrange``: the built-in checks first, in the order ``optbench.checks`` gives). ``unregister`` removes
-one (a test's toy check).
+[(title, DataFrame)]), whose statuses the report's summary line counts (``counted``: the ``check`` value of
+its rows) and who judges a candidate's cases of it (``judged``, ``engine.judge``): None, its worker (a check that
+measures, or judges only what it built itself); ``"trajectory"``, the parent, from the trajectory or the raise the
+worker records; ``"answers"``, the parent, running the check's code again on the answers the worker recorded as the
+check asked (``checks.tape``); ``"parent"``, the parent alone (nothing recorded: it reads another case's recording).
+The runner, the config, the report and the summary iterate the registry, in run order within a group of cases
+(``arrange``: the built-in checks first, in the order ``optbench.checks`` gives). ``unregister`` removes one (a
+test's toy check).
 """
 
 from __future__ import annotations
@@ -35,14 +39,17 @@ class Registration:
     timed: bool = False
     sections: Sections | None = None
     counted: str | None = None
+    judged: str | None = None
 
 
+JUDGED_BY = (None, "trajectory", "answers", "parent")
 REGISTRATIONS: dict[str, Registration] = {}
 REGISTRY: dict[str, Check] = {}  # name -> check, in registration order
 
 
 def register_check(*, config: dict | None = None, default: bool = False, alone: bool = False,
-                   timed: bool = False, sections: Sections | None = None, counted: str | None = None):
+                   timed: bool = False, sections: Sections | None = None, counted: str | None = None,
+                   judged: str | None = None):
     """Register the decorated ``Check`` class (see the module docstring); a second check of the same name is an
     error."""
 
@@ -50,11 +57,13 @@ def register_check(*, config: dict | None = None, default: bool = False, alone: 
         check = cls()
         if check.name in REGISTRY:
             raise ValueError(f"a check named {check.name!r} is registered already ({type(REGISTRY[check.name])})")
+        if judged not in JUDGED_BY:
+            raise ValueError(f"check {check.name!r}: judged={judged!r} is not one of {JUDGED_BY}")
         if config and check.name in _run_config_keys():
             raise ValueError(f"check {check.name!r}: its config block would replace the run config's own "
                              f"{check.name!r}: name the check otherwise")
         REGISTRATIONS[check.name] = Registration(check, dict(config) if config else None, default, alone,
-                                                 timed, sections, counted)
+                                                 timed, sections, counted, judged)
         REGISTRY[check.name] = check
         store_config_defaults()
         return cls
@@ -133,3 +142,9 @@ def report_sections(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def counted_checks() -> list[str]:
     """The ``check`` values of rows whose statuses the summary line counts."""
     return [r.counted for r in REGISTRATIONS.values() if r.counted]
+
+
+def judged_by(name: str) -> str | None:
+    """Who judges a candidate's cases of the check ``name`` (``Registration.judged``; None for an unknown name)."""
+    registration = REGISTRATIONS.get(name)
+    return registration.judged if registration else None

@@ -103,7 +103,7 @@ def _rejected(case: Case, ctx: RunContext) -> str:
 
 
 @register_check(
-    default=True, counted="roundtrip",
+    default=True, counted="roundtrip", judged="answers",
     # state_dict round-trips by name (optbench/state/scenarios.py), one row per scenario. dtype: the parameters'
     # and state's; scenarios: all, or a list of names, e.g. [reversed,subset,ddp_prefix]; compiled: the compiled
     # variant's scenarios (a compile per load; all: every one)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from optbench.cases import Case, RunContext
-from optbench.checks.registry import REGISTRATIONS
+from optbench.checks.registry import REGISTRATIONS, judged_by
 from optbench.metrics import CASE_ERROR, RUN_CASE_S
 from optbench.reference import ContractError
 from optbench.results import row
@@ -52,14 +52,10 @@ def recording_path(folder, index: int) -> Path:
     return Path(folder) / f"case-{int(index)}.npz"
 
 
-# a candidate's cases of these checks record what it did, for the judge
-RECORDED = ("parity", "deviations", "errors", "roundtrip", "forms", "differentiable", "quantized")
-
-
 def judged_apart(check, case: Case) -> bool:
     """Whether a case's verdict is the judge's (``engine.judge``), from what its worker records: a candidate's
-    parity, declared raises, error inputs, state_dict round-trips, hyperparameter forms and derivatives."""
-    return check.name in RECORDED and case.impl is not None and case.impl.is_candidate
+    case of a check registered ``judged="trajectory"`` or ``"answers"`` (``checks.registry``)."""
+    return judged_by(check.name) in ("trajectory", "answers") and case.impl is not None and case.impl.is_candidate
 
 
 class Executor:

@@ -18,7 +18,7 @@ judged unless ``parity.keep_recordings`` is set.
 A candidate's hyperparameter forms (the forms check) are judged as its parity cases are, each against its float twin
 judged before it (kept by dtype and form); which forms the plan made of the class is what the plan found it takes
 (``checks.forms.form_facts``). A candidate's round-trip and error-input cases are judged from the answers their worker
-recorded (``ANSWERED``).
+recorded (``judged="answers"`` in the check's registration, ``checks.registry``).
 
 A candidate's cross case is judged here too: its side is the trajectory the judge took from its parity recording
 (kept until the cross case of its group comes), torch's for-loop is stepped here (the worker's shared a process with
@@ -37,6 +37,7 @@ from pathlib import Path
 from optbench.cases import Case, Judging, RunContext
 from optbench.checks import REGISTRY
 from optbench.checks.parity import parity_workload
+from optbench.checks.registry import judged_by
 from optbench.engine.blueprint import Blueprint, error_outcome
 from optbench.engine.executor import Executor, recording_path
 from optbench.engine.judged_cases import JudgedCases
@@ -49,10 +50,7 @@ from optbench.state.scenarios import SCENARIOS
 from optbench.suite.spec import DTYPES
 
 VERDICTS = ("pass", "xpass", "xfail")  # statuses only the judge gives a judged case
-# a candidate's cases of these checks are judged here
-JUDGED = ("parity", "cross", "deviations", "errors", "roundtrip", "forms", "differentiable", "quantized")
 ANSWERS_BYTES = 1 << 20  # the most an error input's recorded answers may unpack to
-ANSWERED = ("errors", "roundtrip", "differentiable", "quantized")  # judged from answers the check reads back as it asks
 
 
 class Refused(Exception):
@@ -81,14 +79,14 @@ class Judge:
     def wants(self, index: int) -> bool:
         blueprint = self.blueprint()
         entry = blueprint.entries[index]
-        return (entry.check in JUDGED and blueprint.candidate is not None
+        return (judged_by(entry.check) is not None and blueprint.candidate is not None
                 and entry.labels["impl"] == blueprint.candidate)
 
     def take(self, index: int, rows: list[dict], line: str) -> tuple[list[dict], str] | None:
         """A judged case's rows from its worker: queued for judging (None) where it wrote its recording (a cross
         case: always), else the rows to record now (a verdict among them refused)."""
         check = self.blueprint().entries[index].check
-        if check == "cross" or recording_path(self.folder, index).is_file():
+        if judged_by(check) == "parent" or recording_path(self.folder, index).is_file():
             self._queue(index, [r for r in rows if r.get("metric") == RUN_CASE_S])  # what the case cost
             return None
         if not any(r.get("status") in VERDICTS for r in rows):
@@ -188,7 +186,8 @@ class Judge:
             self.pending[index] = time.monotonic()
             try:
                 check = self.blueprint().entries[index].check
-                rows, line = (self._cross if check == "cross" else self._answered if check in ANSWERED
+                judged = judged_by(check)
+                rows, line = (self._cross if judged == "parent" else self._answered if judged == "answers"
                               else self._judged)(index)
             except Refused as exc:
                 rows, line = self._error(index, str(exc))
