@@ -72,7 +72,7 @@ def _table(rows):
 
 
 @register_check(
-    default=True, counted="quantized",
+    default=True, counted="quantized", judged="answers",
     # a candidate whose spec declares quantized state: each quantized parameter judged one step at a time from its
     # own codes (only such a candidate has cases)
     sections=lambda rows: [("Quantized state, in the quantizer's units", _table(rows))])
@@ -144,6 +144,7 @@ class QuantizedCheck:
         state = {n: _zero_state(tuple(p.shape), q["blocksize"]) for n, p in params.items()}
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         eps32 = float(np.finfo(np.float32).eps)
+        free = _FreeRuns(case, before, hp, q)
         worst = {"param": (0.0, ""), "absmax": (0.0, "")}
         differ = unexplained = codes = maps = 0
         where_unexplained = ""
@@ -153,6 +154,7 @@ class QuantizedCheck:
                 if not theirs:
                     raise ValueError(f"{n} holds no quantized state after step {i + 1}")
                 grad = reference_gradient(workload.gradient(i, n, p))
+                free.step(n, grad)
                 ours_p, ours = adamw_step(before[n], grad, {**state[n], "map1": dynamic_map(True),
                                                              "map2": dynamic_map(False)}, hp[n], q["blocksize"],
                                           STEPS[_reference_name(case.suite)])
@@ -189,7 +191,7 @@ class QuantizedCheck:
             status = declared_status("pass" if ok else "fail", declared_[0] if declared_ else None)
             rows.append(row(case.labels, check=self.name, metric=metric, value=value, status=status, detail=detail,
                             step=len(taken), finding=declared_[0].finding if declared_ and status != "pass" else ""))
-        price = _price(case, workload, taken, hp, q)
+        price = free.price({n: taken[-1][n]["param"] for n in params}, len(taken))
         rows += [row(case.labels, check=self.name, metric=metric, value=value, status="info", detail=detail,
                      step=len(taken)) for metric, value, detail in price]
         statuses = {r["status"] for r in rows}
@@ -202,44 +204,43 @@ class QuantizedCheck:
         return Outcome(rows, line)
 
 
-def _price(case: Case, workload, taken: list[dict], hp: dict, q: dict) -> list[tuple[str, float, str]]:
-    """The free-running trajectories after the last step, each as the largest over the parameters of its distance
-    from the full-precision reference's parameters relative to how far that reference moved them: the candidate's
-    (the price of quantization it pays), and the quantized reference's run on its own codes (the price the scheme
-    itself sets); and the candidate's distance from that quantized run (a spread, not a verdict: one code decided
-    within rounding sends the two runs apart)."""
-    ref, dtype = case.suite.reference, DTYPES[case.dtype]
-    names = [s.name for s in workload.specs]
-    full_hp = {n: {**hp[n], "dtype_eps": float(torch.finfo(dtype).eps)} for n in names}
-    start = {n: as_array(p) for n, p in workload.materialize(dtype, torch.device("cpu")).items()}
-    full, quant = dict(start), dict(start)
-    full_state = {n: ref.init(start[n], full_hp[n]) for n in names} if eager_state(ref) else {}
-    quant_state = {n: _zero_state(start[n].shape, q["blocksize"]) for n in names}
-    params = workload.materialize(dtype, torch.device("cpu"))
-    for i in range(len(taken)):
-        for n, p in params.items():
-            g = reference_gradient(workload.gradient(i, n, p))
-            if n not in full_state:
-                full_state[n] = ref.init(full[n], full_hp[n])
-            full[n], full_state[n] = ref.update(full[n], g, full_state[n], full_hp[n])
-            quant[n], new = adamw_step(quant[n], g, {**quant_state[n], "map1": dynamic_map(True),
-                                                     "map2": dynamic_map(False)}, hp[n], q["blocksize"],
-                                       STEPS[_reference_name(case.suite)])
-            quant_state[n] = {k: v for k, v in new.items() if k.startswith(("codes", "absmax", "step"))}
-    final = {n: taken[-1][n]["param"] for n in names}
+class _FreeRuns:
+    """The two free-running float64 runs the price of quantization is measured against, stepped beside the judging
+    on the same gradients: the full-precision reference's and the quantized scheme's on its own codes."""
 
-    def rel(a: dict) -> tuple[float, str]:
-        out = [(float(np.linalg.norm(a[n] - full[n]) / max(np.linalg.norm(full[n] - start[n]), 1e-300)), n)
-               for n in names]
-        return max(out)
-    paid, quantized = rel(final), rel(quant)
-    spread = max((float(np.linalg.norm(final[n] - quant[n]) / max(np.linalg.norm(full[n] - start[n]), 1e-300)), n)
-                 for n in names)
-    return [(QUANTIZED_PRICE, paid[0], f"after {len(taken)} steps the parameters lie {paid[0]:.3g} of the full-"
-                                       f"precision reference's updates from it ({paid[1]}); the quantized scheme run "
-                                       f"on its own codes: {quantized[0]:.3g} ({quantized[1]})"),
-            (QUANTIZED_SPREAD, spread[0], f"{spread[0]:.3g} of the updates from the quantized reference run on its own "
-                                          f"codes ({spread[1]}): how far two runs on 8-bit state drift apart")]
+    def __init__(self, case: Case, start: dict, hp: dict, q: dict):
+        self.ref, self.hp, self.q = case.suite.reference, hp, q
+        self.decoupled = STEPS[_reference_name(case.suite)]
+        eps = float(torch.finfo(DTYPES[case.dtype]).eps)
+        self.full_hp = {n: {**hp[n], "dtype_eps": eps} for n in start}
+        self.start, self.full, self.quant = dict(start), dict(start), dict(start)
+        self.full_state = {n: self.ref.init(start[n], self.full_hp[n]) for n in start} if eager_state(self.ref) else {}
+        self.quant_state = {n: _zero_state(start[n].shape, q["blocksize"]) for n in start}
+
+    def step(self, n: str, g: np.ndarray) -> None:
+        if n not in self.full_state:
+            self.full_state[n] = self.ref.init(self.full[n], self.full_hp[n])
+        self.full[n], self.full_state[n] = self.ref.update(self.full[n], g, self.full_state[n], self.full_hp[n])
+        self.quant[n], new = adamw_step(self.quant[n], g, {**self.quant_state[n], "map1": dynamic_map(True),
+                                                           "map2": dynamic_map(False)}, self.hp[n],
+                                        self.q["blocksize"], self.decoupled)
+        self.quant_state[n] = {k: v for k, v in new.items() if k.startswith(("codes", "absmax", "step"))}
+
+    def price(self, final: dict, steps: int) -> list[tuple[str, float, str]]:
+        """After the last step, each as the largest over the parameters of its distance from the full-precision
+        run relative to how far that run moved them: the candidate's (the price of quantization it pays) and the
+        quantized run's (the price the scheme itself sets); and the candidate's distance from the quantized run (a
+        spread, not a verdict: one code decided within rounding sends the two runs apart)."""
+        def rel(a: dict, b: dict) -> tuple[float, str]:
+            return max((float(np.linalg.norm(a[n] - b[n]) / max(np.linalg.norm(self.full[n] - self.start[n]),
+                                                                  1e-300)), n) for n in self.start)
+        paid, quantized, spread = rel(final, self.full), rel(self.quant, self.full), rel(final, self.quant)
+        return [(QUANTIZED_PRICE, paid[0], f"after {steps} steps the parameters lie {paid[0]:.3g} of the full-"
+                                           f"precision reference's updates from it ({paid[1]}); the quantized scheme "
+                                           f"run on its own codes: {quantized[0]:.3g} ({quantized[1]})"),
+                (QUANTIZED_SPREAD, spread[0], f"{spread[0]:.3g} of the updates from the quantized reference run on "
+                                              f"its own codes ({spread[1]}): how far two runs on 8-bit state drift "
+                                              "apart")]
 
 
 def _grid(q: dict) -> float:
