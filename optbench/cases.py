@@ -80,6 +80,7 @@ class RunContext:
     compile_dtypes: tuple[str, ...] | None  # None: the compiled variant runs at every dtype
     compile_hparams: tuple[str, ...] | None = ("default",)  # None: every hparam set; "default": see below
     candidate: Implementation | None = None
+    checks: tuple[str, ...] = ()  # the run's checks (a case may say what none of them judges)
     scratch: dict = field(default_factory=dict)  # per group of cases; cleared between groups
     # a case says which part of it runs now ("round-trip scenario 'reversed'"): a worker that dies names it
     progress: Callable[[str], None] = field(default=lambda what: None, repr=False)  # (no one listens: jobs=0)

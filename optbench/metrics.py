@@ -20,6 +20,7 @@ PARITY_TOL_EPS = "parity.tol_eps"  # the trajectory's tolerance, in eps
 # largest one-step error (each step from the implementation's own state)
 PARITY_ONE_STEP_MAX_ERR_EPS = "parity.one_step_max_err_eps"
 PARITY_ONE_STEP_DECISIONS_LEFT_OUT = "parity.one_step_decisions_left_out"  # element-steps decided by rounding
+PARITY_QUANTIZED_UNJUDGED = "parity.quantized_unjudged"  # parameters of quantized state the run's checks leave out
 PARITY_DECISIONS_ADOPTED = "parity.decisions_adopted"  # trajectory element-steps taking the impl's outcome
 PARITY_STEP_MAX_ERR_EPS = "parity.step_max_err_eps"  # largest error at each step
 PARITY_CALLER_CONTRACT = "parity.caller_contract"  # a step changed the caller's gradient or a parameter's kind

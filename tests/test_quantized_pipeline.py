@@ -47,3 +47,8 @@ def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert ("keeps quantized state for parameters of at least 4096 elements: parity leaves them to the quantized "
             "check, which this run does not select") in done.stdout, done.stdout
+    # ... and at its end: the verdict names what went unjudged
+    assert "NumpyAdamW8bit  float32" in done.stdout and "4 parameters of quantized state UNJUDGED" in done.stdout
+    assert "verdict: PASS: 2 case(s) of parity verified; 1 case(s) of parity skipped" in done.stdout, done.stdout
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    assert {r["status"] for r in rows if r["metric"] == "parity.quantized_unjudged"} == {"skip"}

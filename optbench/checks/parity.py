@@ -27,6 +27,7 @@ from optbench.metrics import (
     PARITY_MAX_ERR_EPS,
     PARITY_ONE_STEP_DECISIONS_LEFT_OUT,
     PARITY_ONE_STEP_MAX_ERR_EPS,
+    PARITY_QUANTIZED_UNJUDGED,
     PARITY_STEP_MAX_ERR_EPS,
     PARITY_TOL_EPS,
 )
@@ -225,6 +226,11 @@ class ParityCheck:
         if quantized and rows:  # (parameters judged elsewhere are named, never silently left out)
             rows[0] = {**rows[0], "detail": f"{rows[0]['detail']}; {quantized} parameters keep quantized state, "
                                             "judged by the quantized check instead"}
+            if "quantized" not in ctx.checks:  # ... and where no check of the run judges them, the verdict says so
+                rows.append(row(labels, check="parity", metric=PARITY_QUANTIZED_UNJUDGED, value=quantized,
+                                status="skip", detail=f"{quantized} parameters keep quantized state: the quantized "
+                                                      "check judges them, and this run does not select it"))
+                line += f"; {quantized} parameters of quantized state UNJUDGED (checks=[...,quantized])"
         return Outcome(rows + precision_rows(case.labels, traj.dtypes) + fixed, line)
 
     def _rows(self, case: Case, gated, declared, one_sided: dict, left_out: int = 0,

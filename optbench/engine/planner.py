@@ -92,7 +92,7 @@ class Planner:
             impls={s.name: resolve_implementations(cfg, s, candidate, lenient=meta) for s in self.suites},
             dtypes=self.dtypes,
             compile_dtypes=resolve_compile_dtypes(cfg), compile_hparams=resolve_compile_hparams(cfg),
-            candidate=candidate)
+            candidate=candidate, checks=tuple(self.selected_checks()))
 
     def plan(self) -> list[tuple[object, Case]]:
         """Every (check, case) pair; per suite, cases of one group together, checks in registry order."""
