@@ -85,12 +85,23 @@ def test_correct_candidates_pass(control, hparams, tmp_path):
 
 
 
-@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def per_commit(mutants) -> list:
+    """Each mutant a parameter; in CI the first of each suite and every one caught by another check than parity,
+    the rest with ``-m slow`` (each takes the path its suite's first takes, on another bug)."""
+    first = {}
+    for name in sorted(mutants):
+        first.setdefault(mutants[name], name)
+    return [name if name in first.values() or name in CAUGHT_BY else pytest.param(name, marks=pytest.mark.slow)
+            for name in sorted(mutants)]
+
+
+@pytest.mark.parametrize("mutant", per_commit(MUTANTS))
 def test_mutants_are_caught_through_candidate(mutant, tmp_path):
     """Every deliberately wrong optimizer fails its suite at float32 (or the one dtype its bug exists at) and
     exits 1, caught by the one check that must catch it (parity unless the catalogue says otherwise), run alone and
-    stopped at its first failing case (max_failures=1), over as many steps as its bug needs to show (SHOWS_BY).
-    (Detection at every dtype, bfloat16 and float16 included, is ``optbench mutants``.)"""
+    stopped at its first failing case (max_failures=1), over as many steps as its bug needs to show (SHOWS_BY); in CI
+    one per suite and those another check catches, every one with ``-m slow``. (Detection at every dtype, bfloat16
+    and float16 included, is ``optbench mutants``.)"""
     suite, check = MUTANTS[mutant], CAUGHT_BY.get(mutant, "parity")
     dtype = "float32" if "float32" in EXISTS_AT.get(mutant, ("float32",)) else EXISTS_AT[mutant][0]
     code = run(tmp_path, f"suite={suite}", f"candidate=optbench.mutants.{mutant}", "impl=[candidate]",

@@ -89,7 +89,7 @@ def test_report_and_merge_refuse_damaged_files_in_one_line(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("finished") / "run"
-    assert main(["run", *SGD, "hparams=first", "steps=2", f"out_dir={out}"]) == 0
+    assert main(["run", *SGD, "impl=[for-loop]", "hparams=first", "steps=2", f"out_dir={out}"]) == 0
     return out
 
 
