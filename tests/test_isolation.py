@@ -301,8 +301,10 @@ def _interrupted(out: Path, signum: int, after_cases: int = 12) -> tuple[int, st
     return proc.returncode, stderr
 
 
-@pytest.mark.parametrize("signum, code, resumes", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False),
-                                                    (signal.SIGKILL, -9, True)])
+@pytest.mark.parametrize("signum, code, resumes", [
+    (signal.SIGINT, 130, True),
+    pytest.param(signal.SIGTERM, 143, False, marks=pytest.mark.slow),  # (SIGINT's path; SIGTERM's 143: below)
+    (signal.SIGKILL, -9, True)])
 def test_an_interrupted_run_says_incomplete_everywhere_and_resumes_to_the_uninterrupted_rows(
         uninterrupted, tmp_path, signum, code, resumes, capsys):
     """SIGTERM ends a run as SIGINT does (results.json written and marked), so only SIGINT's run (resumed from

@@ -42,6 +42,7 @@ def jobs_of(record: dict) -> dict[str, set]:
     return out
 
 
+@pytest.mark.slow  # (the worst-exit sweep below merges, reports and records its jobs too, in CI)
 @pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None,
                     reason="hydra-joblib-launcher is not installed (pip install 'optbench[sweep]')")
 def test_joblib_sweep_merges_both_jobs_exit_0(tmp_path, monkeypatch, capsys):
@@ -64,7 +65,9 @@ def test_joblib_sweep_merges_both_jobs_exit_0(tmp_path, monkeypatch, capsys):
 @pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None,
                     reason="hydra-joblib-launcher is not installed (pip install 'optbench[sweep]')")
 def test_joblib_sweep_exit_code_is_the_worst_jobs(tmp_path, monkeypatch):
-    """Jobs run in worker processes: the exit code comes from the merged results, not from this process."""
+    """Jobs run in worker processes: the exit code comes from the merged results, not from this process; the merge
+    records each job (its number, status, exit code, config) and the launcher, in results.json, results.csv and the
+    report's sweep section."""
     monkeypatch.chdir(REPO)  # the candidates are imported from the current directory
     out = tmp_path / "sweep"
     code = main(["run", "-m", "suite=sgd", f"candidate=optbench.mutants.sgd.CorrectSGD,{MUTANT}", "impl=[candidate]",
@@ -72,7 +75,12 @@ def test_joblib_sweep_exit_code_is_the_worst_jobs(tmp_path, monkeypatch):
                  "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={out}"])
     assert code == 1
     record = merged(out)
-    assert [(j["num"], j["exit_code"]) for j in record["sweep"]["jobs"]] == [(0, 0), (1, 1)]
+    assert record["schema_version"] >= 3 and record["machine"]["torch"]
+    jobs = record["sweep"]["jobs"]
+    assert [(j["num"], j["status"], j["exit_code"]) for j in jobs] == [(0, "completed", 0), (1, "completed", 1)]
+    assert (record["sweep"]["launcher"].endswith("JoblibLauncher")
+            and all(j["config"]["suite"]["name"] == "sgd" for j in jobs))
+    assert "## Sweep jobs" in (out / "report.md").read_text() and (out / "results.csv").is_file()
     verdicts = {r["impl"]: r["status"] for r in record["rows"]
                 if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
     assert verdicts == {"candidate:optbench.mutants.sgd.CorrectSGD": "pass", f"candidate:{MUTANT}": "fail"}
