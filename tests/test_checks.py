@@ -145,8 +145,8 @@ def test_who_judges_a_candidates_cases_is_in_each_checks_registration():
     from optbench.checks.registry import REGISTRATIONS, register_check
 
     judged = {n: r.judged for n, r in REGISTRATIONS.items()}
-    assert judged == {"parity": "trajectory", "cross": "parent", "deviations": "trajectory", "roundtrip": "answers",
-                      "errors": "answers", "forms": "trajectory", "differentiable": "answers",
+    assert judged == {"parity": "trajectory", "cross": "from_parity", "deviations": "trajectory",
+                      "roundtrip": "answers", "errors": "answers", "forms": "trajectory", "differentiable": "answers",
                       "quantized": "answers", "speed": None, "memory": None, "scaling": None, "reshard": None}
     with pytest.raises(ValueError, match="judged='worker' is not one of"):
         @register_check(judged="worker")

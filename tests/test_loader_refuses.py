@@ -214,7 +214,7 @@ def test_a_stepped_optimizers_own_state_keys_decide_per_parameter():
 
 # 5. a fused step never sees a wrong-shaped state through optbench's loader (F31)
 
-SHAPES = ["(4, 8, 1)", "(32,)", "(1, 8)", "()"]
+SHAPES = [(4, 8, 1), (32,), (1, 8), ()]
 CHILD = textwrap.dedent("""
     import sys, torch
     from optbench import load_state_dict_by_name
@@ -244,10 +244,10 @@ CHILD = textwrap.dedent("""
 def test_a_fused_step_never_sees_a_wrong_shaped_state_through_the_loader():
     """Each wrong shape in one child process (a wrong state reaching the fused kernel corrupts its heap): refused,
     naming the parameter and key, and the fresh optimizer steps on its own state."""
-    child = subprocess.run([sys.executable, "-c", CHILD.replace("SHAPES", repr([eval(s) for s in SHAPES]))],
+    child = subprocess.run([sys.executable, "-c", CHILD.replace("SHAPES", repr(SHAPES))],
                            capture_output=True, text=True, timeout=120)
     lines = child.stdout.splitlines()
-    for shape in SHAPES:
+    for shape in map(str, SHAPES):  # as the child prints each
         said = [line[len(shape) + 1:] for line in lines if line.startswith(shape + " ")]
         assert said and said[0].startswith("refused: 0.weight") and "exp_avg" in said[0], (shape, child.stdout,
                                                                                            child.stderr[-2000:])

@@ -23,7 +23,7 @@ from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
 
 
-@register_check(default=True, counted="cross", judged="parent",
+@register_check(default=True, counted="cross", judged="from_parity",
                 sections=lambda rows: [("Cross-implementation agreement", tables.cross(rows))])
 class CrossCheck:
     name = "cross"

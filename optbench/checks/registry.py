@@ -9,7 +9,9 @@ torch threads, the others with ``check_threads``), how report.md shows its rows 
 its rows) and who judges a candidate's cases of it (``judged``, ``engine.judge``): None, its worker (a check that
 measures, or judges only what it built itself); ``"trajectory"``, the parent, from the trajectory or the raise the
 worker records; ``"answers"``, the parent, running the check's code again on the answers the worker recorded as the
-check asked (``checks.tape``); ``"parent"``, the parent alone (nothing recorded: it reads another case's recording).
+check asked (``checks.tape``); ``"from_parity"``, the parent alone, from the trajectories
+its group's parity cases left (the candidate's, as its recording gave it, and torch's for-loop stepped in the
+parent): nothing of its own is recorded.
 The runner, the config, the report and the summary iterate the registry, in run order within a group of cases
 (``arrange``: the built-in checks first, in the order ``optbench.checks`` gives). ``unregister`` removes one (a
 test's toy check).
@@ -42,7 +44,7 @@ class Registration:
     judged: str | None = None
 
 
-JUDGED_BY = (None, "trajectory", "answers", "parent")
+JUDGED_BY = (None, "trajectory", "answers", "from_parity")
 REGISTRATIONS: dict[str, Registration] = {}
 REGISTRY: dict[str, Check] = {}  # name -> check, in registration order
 

@@ -86,7 +86,7 @@ class Judge:
         """A judged case's rows from its worker: queued for judging (None) where it wrote its recording (a cross
         case: always), else the rows to record now (a verdict among them refused)."""
         check = self.blueprint().entries[index].check
-        if judged_by(check) == "parent" or recording_path(self.folder, index).is_file():
+        if judged_by(check) == "from_parity" or recording_path(self.folder, index).is_file():
             self._queue(index, [r for r in rows if r.get("metric") == RUN_CASE_S])  # what the case cost
             return None
         if not any(r.get("status") in VERDICTS for r in rows):
@@ -187,7 +187,7 @@ class Judge:
             try:
                 check = self.blueprint().entries[index].check
                 judged = judged_by(check)
-                rows, line = (self._cross if judged == "parent" else self._answered if judged == "answers"
+                rows, line = (self._cross if judged == "from_parity" else self._answered if judged == "answers"
                               else self._judged)(index)
             except Refused as exc:
                 rows, line = self._error(index, str(exc))
@@ -218,7 +218,7 @@ class Judge:
                 ctx.impls = {}
             if planned is not None:
                 Executor(ctx, self.planner.seed).execute(REGISTRY["parity"], planned)
-        rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY["cross"], case)
+        rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY[self.blueprint().entries[index].check], case)
         return [r for r in rows if r.get("metric") != RUN_CASE_S], line
 
     def _answered(self, index: int) -> tuple[list[dict], str]:

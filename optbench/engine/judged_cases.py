@@ -9,6 +9,7 @@ from optbench.cases import Case, RunContext
 from optbench.checks import REGISTRY
 from optbench.checks.error_inputs import error_inputs
 from optbench.checks.forms import forms
+from optbench.checks.registry import judged_by
 from optbench.engine.blueprint import Blueprint
 from optbench.engine.selection import candidate_spec, suite_variants
 from optbench.implementations import Implementation
@@ -26,7 +27,7 @@ class JudgedCases:
         blueprint = self.blueprint()
         if self._crosses is None or self._crosses[0] is not blueprint:
             self._crosses = (blueprint, {tuple(sorted(e.labels.items())): i for i, e in enumerate(blueprint.entries)
-                                         if e.check == "cross"})
+                                         if judged_by(e.check) == "from_parity"})
         return self._crosses[1].get(tuple(sorted(blueprint.entries[index].labels.items())))
 
     def variants(self, suite_name: str) -> list[Implementation]:
