@@ -12,6 +12,7 @@ import pytest
 from optbench.cli import main
 from optbench.engine.mutants import detecting
 from optbench.mutants import CAUGHT_BY, CONTROLS, EXISTS_AT, MUTANTS, SHOWS_BY, STEPS
+from optbench.suite.catalog import optimizer_suite_names
 from tests.conftest import QUICK_TIMING, run_inline, users_environment
 
 REPO = Path(__file__).parents[1]
@@ -71,11 +72,20 @@ def test_user_mistakes_are_one_line_exit_2(args, message, capsys, monkeypatch, t
     assert not any(tmp_path.iterdir())  # nothing written into the current directory
 
 
+def controls_per_commit(controls) -> list:
+    """Each control a parameter; in CI those of the suites with no optimizer of their own (the control is the one
+    correct implementation their reference meets there) and adam's (the same path for the others), the rest with
+    ``-m slow``: their suite's own optimizer meets the reference at every hparam set in tests/test_parity.py."""
+    torch_backed = set(optimizer_suite_names())
+    return [name if controls[name] not in torch_backed or controls[name] == "adam"
+            else pytest.param(name, marks=pytest.mark.slow) for name in sorted(controls)]
+
+
 @pytest.mark.parametrize("hparams", ["default", pytest.param("all", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("control", sorted(CONTROLS))
+@pytest.mark.parametrize("control", controls_per_commit(CONTROLS))
 def test_correct_candidates_pass(control, hparams, tmp_path):
     """Every correct reimplementation passes its suite, on the first and the round-trip hparam sets (every set
-    with ``-m slow``)."""
+    with ``-m slow``); in CI the controls of ``controls_per_commit``."""
     code = run(tmp_path, f"suite={CONTROLS[control]}", f"candidate=optbench.mutants.{control}", "impl=[candidate]",
                "dtype=[float64,float32]", "checks=[parity,roundtrip]", "steps=8", f"hparams={hparams}")
     assert code == 0, failing(tmp_path)
