@@ -1,12 +1,16 @@
 """One step of an 8-bit block-wise Adam(W) (Dettmers et al., 2022, "8-bit Optimizers via Block-wise Quantization",
-arXiv:2110.02861, Algorithm 1) in float64, taken from the implementation's own quantized state.
+arXiv:2110.02861, Algorithm 1), or of Lion (Chen et al., 2023, Algorithm 2) on the same block-wise state, in float64,
+taken from the implementation's own quantized state.
 
 The state of an 8-bit optimizer is, per moment, uint8 codes of the parameter's shape, the absolute maximum of each
 block of ``blocksize`` consecutive elements, and the map the codes index (``_quantization``: the signed dynamic map
 for the first moment, the unsigned one for the second). A step dequantizes both moments, updates them in 32-bit
 arithmetic (here float64) as Adam does, updates the parameter from the updated moments, not yet quantized, and
 quantizes the moments again with a fresh absmax per block. With decoupled weight decay (AdamW) the parameter first
-shrinks by ``lr * weight_decay``; the bias corrections are those of Adam (Kingma and Ba, 2015).
+shrinks by ``lr * weight_decay``; the bias corrections are those of Adam (Kingma and Ba, 2015). Lion keeps one
+moment (the signed map): it steps by the sign of ``beta1 m + (1 - beta1) g`` from the dequantized ``m``, then updates
+``m`` with ``beta2`` and quantizes it again; where that sum is within rounding of 0 the implementation's sign is its
+arithmetic's (``decisions``: the sum and the magnitude its rounding scales with, as in ``lion.decisions``).
 
 Judged one step at a time from the implementation's own state, the comparison is in the quantizer's units: the
 parameter's update to float tolerance, the new absmax to float tolerance, and the new codes equal to the
@@ -15,6 +19,10 @@ reference's but where the value lies within the implementation's rounding of a d
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -47,6 +55,46 @@ def adamw_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict, block
     codes2, absmax2 = quantize_blockwise(v, state["map2"], blocksize)
     return p, {"step": step, "codes1": codes1, "absmax1": absmax1, "map1": state["map1"], "codes2": codes2,
                "absmax2": absmax2, "map2": state["map2"], "exp_avg": m, "exp_avg_sq": v}
+
+
+def lion_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
+              blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
+    """(the new parameter, the new state) of one Lion step from ``state``: ``codes1``/``absmax1``/``map1`` (its one
+    moment) and ``step``; ``hp``: ``lr``, ``betas``, ``weight_decay`` (decoupled). The new state holds the new codes
+    and absmax, the float64 moment they quantize (``exp_avg``) and ``decisions``: [(c, the magnitude of its terms)]
+    for the sign each element stepped by."""
+    beta1, beta2 = (float(b) for b in hp["betas"])
+    lr, decay = float(hp["lr"]), float(hp.get("weight_decay", 0.0))
+    g = np.asarray(grad, dtype=np.float64)
+    before = dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize)
+    c = beta1 * before + (1.0 - beta1) * g
+    p = np.asarray(param, dtype=np.float64) * (1.0 - lr * decay) - lr * np.sign(c)
+    m = beta2 * before + (1.0 - beta2) * g
+    codes1, absmax1 = quantize_blockwise(m, state["map1"], blocksize)
+    return p, {"step": int(state["step"]) + 1, "codes1": codes1, "absmax1": absmax1, "map1": state["map1"],
+               "exp_avg": m, "decisions": [(c, np.abs(beta1 * before) + np.abs((1.0 - beta1) * g))]}
+
+
+@dataclass(frozen=True)
+class QuantizedStep:
+    """A documented optimizer's step on 8-bit block-wise state: ``step(param, grad, state, hp, blocksize)``, the
+    moments it keeps quantized (moment k of ``MOMENTS`` in ``codes<k>``/``absmax<k>``/``map<k>``) and the options it
+    takes."""
+
+    step: Callable
+    moments: tuple[str, ...]
+    options: frozenset
+
+
+MOMENTS = ("exp_avg", "exp_avg_sq")  # k = 1, 2: the signed dynamic map, the unsigned one
+SIGNED = {"exp_avg": True, "exp_avg_sq": False}
+STEPS = {  # the references a quantized step exists for
+    "adamw": QuantizedStep(partial(adamw_step, decoupled=True), MOMENTS,
+                           frozenset({"lr", "betas", "eps", "weight_decay"})),
+    "adam": QuantizedStep(partial(adamw_step, decoupled=False), MOMENTS,
+                          frozenset({"lr", "betas", "eps", "weight_decay"})),
+    "lion": QuantizedStep(lion_step, ("exp_avg",), frozenset({"lr", "betas", "weight_decay"})),
+}
 
 
 def code_disagreements(value: np.ndarray, codes: np.ndarray, reference_codes: np.ndarray, code: np.ndarray,

@@ -1,7 +1,7 @@
-"""An 8-bit block-wise AdamW written on optbench's own float64 quantizer (no bitsandbytes): a parameter of at least
-``min_8bit_size`` elements keeps its moments as uint8 codes with a float32 absmax per block of 256 (``state1``,
-``absmax1``, ``qmap1``; ``state2``...), a smaller one float32 moments (``exp_avg``, ``exp_avg_sq``). It exercises the
-quantized check where bitsandbytes is not installed; ``beta2`` for the 8-bit step can be set wrong (a mutant)."""
+"""An 8-bit block-wise AdamW and Lion written on optbench's own float64 quantizer (no bitsandbytes): a parameter of at
+least ``min_8bit_size`` elements keeps its moments as uint8 codes with a float32 absmax per block of 256 (``state1``,
+``absmax1``, ``qmap1``; ``state2``...), a smaller one float32 moments (``exp_avg``, ``exp_avg_sq``). They exercise the
+quantized check where bitsandbytes is not installed; a beta for the 8-bit step can be set wrong (a mutant)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from optbench.reference._blockwise_8bit_step import adamw_step
+from optbench.reference._blockwise_8bit_step import adamw_step, lion_step
 from optbench.reference._quantization import dynamic_map
 
 
@@ -67,3 +67,43 @@ class NumpyAdamW8bit(torch.optim.Optimizer):
 
 class WrongBeta2AdamW8bit(NumpyAdamW8bit):
     wrong_beta2 = 0.99
+
+
+class NumpyLion8bit(torch.optim.Optimizer):
+    wrong_beta1: float | None = None  # a mutant's beta1 (the interpolation the sign is taken of) for its 8-bit step
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, min_8bit_size=4096):
+        super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+        self.min_8bit_size = min_8bit_size
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr, (beta1, beta2), decay = group["lr"], group["betas"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if p.numel() < self.min_8bit_size:
+                    if not state:
+                        state["exp_avg"] = torch.zeros_like(p)
+                    c = state["exp_avg"].mul(beta1).add_(p.grad, alpha=1 - beta1)
+                    p.mul_(1 - lr * decay).add_(c.sign_(), alpha=-lr)
+                    state["exp_avg"].lerp_(p.grad, 1 - beta2)
+                    continue
+                if not state:
+                    state.update(step=0, state1=torch.zeros(p.shape, dtype=torch.uint8),
+                                 absmax1=torch.zeros(-(-p.numel() // 256)),
+                                 qmap1=torch.tensor(dynamic_map(True), dtype=torch.float32))
+                before = {"step": state["step"], "map1": dynamic_map(True), "codes1": state["state1"].numpy(),
+                          "absmax1": state["absmax1"].double().numpy()}
+                hp = {"lr": lr, "betas": (self.wrong_beta1 or beta1, beta2), "weight_decay": decay}
+                new_p, new = lion_step(p.double().numpy(), p.grad.double().numpy(), before, hp)
+                p.copy_(torch.from_numpy(new_p))
+                state["step"] = new["step"]
+                state["state1"] = torch.from_numpy(np.asarray(new["codes1"], dtype=np.uint8).reshape(p.shape))
+                state["absmax1"] = torch.from_numpy(np.asarray(new["absmax1"])).float()
+
+
+class WrongBeta1Lion8bit(NumpyLion8bit):
+    wrong_beta1 = 0.99

@@ -139,3 +139,44 @@ def test_adam8bit_is_judged_with_adams_l2_step_and_its_decoupled_decay_is_f56(tm
     rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
     seen = {(r["hparams"], r["status"], r["finding"]) for r in rows if r["metric"] == "quantized.param_max_err_eps"}
     assert seen == {("default", "pass", ""), ("weight_decay", "xfail", "F56")}, seen
+
+
+LION_SPEC = """
+class: wronglion.Lion8bit
+dtypes: [float32, bfloat16, float16]
+state: {keys: {state1: exp_avg}, ignore: [step]}
+quantized: {scheme: blockwise_8bit, blocksize: 256, min_size: 4096, grid: 65536,
+            moments: {exp_avg: [state1, absmax1, qmap1]}}
+"""
+WRONG_LION = """
+class Lion8bit(bnb.optim.Lion8bit):  # the sign of an interpolation with beta1 = 0.5
+    def step(self, closure=None):
+        kept = [g["betas"] for g in self.param_groups]
+        for g in self.param_groups:
+            g["betas"] = (0.5, g["betas"][1])
+        try:
+            return super().step(closure)
+        finally:
+            for g, b in zip(self.param_groups, kept):
+                g["betas"] = b
+"""
+
+
+def test_bitsandbytes_lion8bit_is_judged_by_lions_step_and_a_wrong_one_fails(tmp_path):
+    """Lion8bit keeps one quantized moment: judged by the quantized Lion step (its sign from the dequantized moment)
+    at float32 and bfloat16 over the suite's sets it takes; the same class stepping with another beta1 fails."""
+    lion = [a for a in RUN if a not in ("suite=adamw", "hparams=[default]", "dtype=float32")]
+    done = warm_command.run(*lion, "suite=lion", "dtype=[float32,bfloat16]", "hparams=[default,weight_decay,groups]",
+                            "candidate=bitsandbytes.optim.Lion8bit", f"out_dir={tmp_path / 'out'}", cwd=tmp_path,
+                            timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    verdicts = {(r["dtype"], r["hparams"], r["metric"]): r["status"] for r in rows
+                if r["check"] == "quantized" and r["status"] not in ("info",) and r["metric"] != "run.case_s"}
+    assert len(verdicts) == 2 * 3 * 3 and set(verdicts.values()) == {"pass"}, verdicts
+    (tmp_path / "wronglion.py").write_text("import bitsandbytes as bnb\n" + WRONG_LION)
+    (tmp_path / "wronglion.yaml").write_text(LION_SPEC)
+    done = warm_command.run(*lion, "suite=lion", "dtype=float32", "hparams=[default]", "candidate=wronglion.yaml",
+                            f"out_dir={tmp_path / 'wrong'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rows_of(tmp_path / "wrong")["quantized.param_max_err_eps"]["status"] == "fail"

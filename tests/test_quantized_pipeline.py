@@ -1,6 +1,6 @@
 """The quantized check end to end without bitsandbytes: an 8-bit AdamW written on optbench's own quantizer
 (``tests/candidates_8bit.py``) passes, in the parent's judgement, with parity and cross covering its 32-bit-state
-parameters; the same with another beta2 in its 8-bit step fails."""
+parameters; the same with another beta2 in its 8-bit step fails. An 8-bit Lion (one quantized moment) likewise."""
 
 from __future__ import annotations
 
@@ -52,3 +52,29 @@ def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path)
     assert "verdict: PASS: 2 case(s) of parity verified; 1 case(s) of parity skipped" in done.stdout, done.stdout
     rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
     assert {r["status"] for r in rows if r["metric"] == "parity.quantized_unjudged"} == {"skip"}
+
+
+LION_SPEC = """
+class: tests.candidates_8bit.{cls}
+dtypes: [float32]
+quantized:
+  scheme: blockwise_8bit
+  blocksize: 256
+  min_size: 4096
+  moments: {{exp_avg: [state1, absmax1, qmap1]}}
+"""
+
+
+@pytest.mark.parametrize("cls, code", [("NumpyLion8bit", 0), ("WrongBeta1Lion8bit", 1)])
+def test_an_8bit_lion_keeps_one_quantized_moment_and_is_judged_by_lions_step(tmp_path, cls, code):
+    (tmp_path / "spec.yaml").write_text(LION_SPEC.format(cls=cls))
+    done = warm_command.run("run", "suite=lion", "dtype=float32", "checks=[quantized]", "impl=[candidate]",
+                            "hparams=[weight_decay]", "history_dir=null", "jobs=1",
+                            f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert done.returncode == code, done.stdout + done.stderr
+    rows = {r["metric"]: r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+            if r["check"] == "quantized" and r["metric"] != "run.case_s"}
+    # the wrong beta1 is in the sign the parameter steps by; the moment (beta2's) and its codes stay right
+    assert rows["quantized.param_max_err_eps"]["status"] == ("pass" if code == 0 else "fail"), rows
+    assert rows["quantized.absmax_max_err_eps"]["status"] == rows["quantized.codes_unexplained"]["status"] == "pass"
+    assert "0 map entries differ" in rows["quantized.codes_unexplained"]["detail"]

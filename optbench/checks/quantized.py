@@ -4,13 +4,14 @@
 A float parity gate can only fail such an optimizer (8-bit moments put it 1e-2 of the update away from torch's
 AdamW by design), so each of its quantized parameters (at least ``min_size`` elements) is judged one step at a time
 from its own quantized state, with the float64 step of the documented scheme (``reference/_blockwise_8bit_step.py``,
-Dettmers et al. 2022, Algorithm 1): its codes dequantized, one AdamW step, the moments quantized again. Per case,
-over every step and parameter: the new parameter within ``PARAM_EPS`` of the reference's (in its dtype's eps of the
-larger of the parameter and the update), each block's new absmax within ``ABSMAX_EPS`` float32 eps, every new code
-the reference's but where the value lies within rounding of a boundary between the two codes (counted, and those
-no rounding explains fail), and the maps the documented ones (``dynamic_map``). The other parameters keep 32-bit
-state and are judged by the parity check. What the candidate did is recorded on a tape (``checks.tape``) and judged
-by the parent, which never imports it (``engine.judge``).
+Dettmers et al. 2022, Algorithm 1): its codes dequantized, one step of the suite's algorithm (AdamW, Adam, or Lion
+with its one moment), the moments quantized again. Per case, over every step and parameter: the new parameter within
+``PARAM_EPS`` of the reference's (in its dtype's eps of the larger of the parameter and the update; Lion's elements
+whose sign rounding decides left out and counted), each block's new absmax within ``ABSMAX_EPS`` float32 eps,
+every new code the reference's but where the value lies within rounding of a boundary between the two codes
+(counted, and those no rounding explains fail), and the maps the documented ones (``dynamic_map``). The other
+parameters keep 32-bit state and are judged by the parity check. What the candidate did is recorded on a tape
+(``checks.tape``) and judged by the parent, which never imports it (``engine.judge``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from optbench.metrics import (
 )
 from optbench.numerics.recording import as_array, set_gradients
 from optbench.numerics.recording_file import save_answers
-from optbench.reference._blockwise_8bit_step import adamw_step, code_disagreements
+from optbench.reference._blockwise_8bit_step import MOMENTS, SIGNED, STEPS, code_disagreements
 from optbench.reference._quantization import dynamic_map
 from optbench.reference.contract import eager_state
 from optbench.report.tables import CASE, num
@@ -45,8 +46,7 @@ from optbench.workloads import reference_gradient
 PARAM_EPS = 8.0  # the new parameter: two roundings of it and the update's float32 arithmetic, in its dtype's eps
 ABSMAX_EPS = 2.0  # a block's new absmax, in float32 eps: the max of float32 moments
 ROUNDING = 2.0 ** -20  # a code's value this close to a boundary (normalized units): float32 arithmetic's rounding
-MODELLED = {"lr", "betas", "eps", "weight_decay"}  # the options the quantized AdamW step takes
-STEPS = {"adamw": True, "adam": False}  # the references a quantized step exists for: decoupled weight decay or L2
+SIGN_ROUNDING = 4.0  # Lion's sign(c) where |c| is within this many float32 eps of its terms' magnitude: rounding's
 
 
 def _why_not(suite: Suite, hset) -> str:
@@ -54,10 +54,20 @@ def _why_not(suite: Suite, hset) -> str:
     name = _reference_name(suite)
     if name not in STEPS:
         return f"no quantized step of the {name} reference yet (one of: {', '.join(sorted(STEPS))})"
-    other = sorted(set(hset.option_names()) - MODELLED)
+    other = sorted(set(hset.option_names()) - STEPS[name].options)
     if other or hset.schedule:
         what = ", ".join(other) or "a schedule"
-        return f"the quantized {name} step takes lr, betas, eps and weight_decay (this set also has {what})"
+        return (f"the quantized {name} step takes {', '.join(sorted(STEPS[name].options))} (this set also has "
+                f"{what})")
+    return ""
+
+
+def _moments_why_not(suite: Suite, q: dict) -> str:
+    """Why the candidate's declared moments cannot be judged by the suite's quantized step ("" if they can)."""
+    kept = STEPS[_reference_name(suite)].moments
+    if tuple(m for m in MOMENTS if m in q["moments"]) != kept:
+        return (f"its spec declares quantized {', '.join(q['moments'])}; the quantized {_reference_name(suite)} "
+                f"step keeps {', '.join(kept)}")
     return ""
 
 
@@ -87,7 +97,8 @@ class QuantizedCheck:
                 continue
             for dtype in ctx.dtypes[suite.name]:
                 why = ctx.unavailable(impl, dtype)
-                out += [Case(suite, impl, dtype, hset, ctx.device, skip=why or _why_not(suite, hset))
+                out += [Case(suite, impl, dtype, hset, ctx.device, skip=why or _why_not(suite, hset)
+                             or _moments_why_not(suite, declared(impl.spec)))
                         for hset in suite.hparams if hset.dtypes is None or dtype in hset.dtypes]
         return out
 
@@ -141,28 +152,35 @@ class QuantizedCheck:
         hp = case.hset.reference_hp(names, defaults, case.suite.reference_options)
         params = workload.materialize(DTYPES[case.dtype], ctx.device)
         before = {n: as_array(p) for n, p in params.items()}
-        state = {n: _zero_state(tuple(p.shape), q["blocksize"]) for n, p in params.items()}
+        quantized = STEPS[_reference_name(case.suite)]
+        state = {n: _zero_state(tuple(p.shape), q["blocksize"], quantized.moments) for n, p in params.items()}
+        maps = {k: dynamic_map(SIGNED[m]) for k, m in _numbered(quantized.moments)}
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         eps32 = float(np.finfo(np.float32).eps)
         free = _FreeRuns(case, before, hp, q)
         worst = {"param": (0.0, ""), "absmax": (0.0, "")}
-        differ = unexplained = codes = maps = 0
+        differ = unexplained = codes = wrong_maps = decided = 0
         where_unexplained = ""
         for i, after in enumerate(taken):
             for n, p in params.items():
                 theirs = after[n]["state"]
-                if not theirs:
-                    raise ValueError(f"{n} holds no quantized state after step {i + 1}")
+                if not theirs or any(f"codes{k}" not in theirs for k, _ in _numbered(quantized.moments)):
+                    raise ValueError(f"{n} holds no quantized state of {', '.join(quantized.moments)} after step "
+                                     f"{i + 1}")
                 grad = reference_gradient(workload.gradient(i, n, p))
                 free.step(n, grad)
-                ours_p, ours = adamw_step(before[n], grad, {**state[n], "map1": dynamic_map(True),
-                                                             "map2": dynamic_map(False)}, hp[n], q["blocksize"],
-                                          STEPS[_reference_name(case.suite)])
+                ours_p, ours = quantized.step(before[n], grad, {**state[n], **{f"map{k}": v for k, v in maps.items()}},
+                                              hp[n], q["blocksize"])
                 move = np.maximum(np.abs(ours_p), np.abs(ours_p - before[n]))
-                err = float((np.abs(after[n]["param"] - ours_p) / (eps * np.where(move > 0, move, 1.0))).max())
+                errors = np.abs(after[n]["param"] - ours_p) / (eps * np.where(move > 0, move, 1.0))
+                for c, magnitude in ours.get("decisions", ()):  # a sign rounding decides: the implementation's own
+                    by_rounding = np.abs(c) <= SIGN_ROUNDING * eps32 * magnitude
+                    decided += int(np.count_nonzero(by_rounding))
+                    errors = np.where(by_rounding, 0.0, errors)
+                err = float(errors.max()) if errors.size else 0.0
                 worst["param"] = max(worst["param"], (err, f"{n} at step {i + 1}"))
-                for k, moment in ((1, "exp_avg"), (2, "exp_avg_sq")):
-                    maps += int(np.count_nonzero(theirs[f"map{k}"] != dynamic_map(k == 1)))
+                for k, moment in _numbered(quantized.moments):
+                    wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[k]))
                     absmax = np.abs(theirs[f"absmax{k}"] - ours[f"absmax{k}"]) / (
                         eps32 * np.where(ours[f"absmax{k}"] > 0, np.abs(ours[f"absmax{k}"]), 1.0))
                     worst["absmax"] = max(worst["absmax"], (float(absmax.max()), f"{n}/{moment} at step {i + 1}"))
@@ -179,15 +197,17 @@ class QuantizedCheck:
         for metric, value, ok, detail in (
                 (QUANTIZED_PARAM_ERR_EPS, worst["param"][0], worst["param"][0] <= PARAM_EPS,
                  f"the new parameter against the quantized step from its own state: max {worst['param'][0]:.3g} "
-                 f"eps ({worst['param'][1]}; tolerance {PARAM_EPS:g})"),
+                 f"eps ({worst['param'][1]}; tolerance {PARAM_EPS:g})"
+                 + (f"; {decided:,} elements' sign decided by rounding (|c| within {SIGN_ROUNDING:g} float32 eps "
+                    "of its terms) left out" if decided else "")),
                 (QUANTIZED_ABSMAX_ERR_EPS, worst["absmax"][0], worst["absmax"][0] <= ABSMAX_EPS,
                  f"each block's new absmax: max {worst['absmax'][0]:.3g} float32 eps ({worst['absmax'][1]}; "
                  f"tolerance {ABSMAX_EPS:g})"),
-                (QUANTIZED_CODES_UNEXPLAINED, float(unexplained + maps), unexplained == 0 and maps == 0,
+                (QUANTIZED_CODES_UNEXPLAINED, float(unexplained + wrong_maps), unexplained == 0 and wrong_maps == 0,
                  f"{differ:,} of {codes:,} new codes differ from the reference quantizer's, {unexplained:,} beyond "
                  f"rounding ({ROUNDING + _grid(q):.3g} of the block's range)"
                  + (f"; {where_unexplained}" if unexplained else "")
-                 + f"; {maps} map entries differ from the documented maps")):
+                 + f"; {wrong_maps} map entries differ from the documented maps")):
             status = declared_status("pass" if ok else "fail", declared_[0] if declared_ else None)
             rows.append(row(case.labels, check=self.name, metric=metric, value=value, status=status, detail=detail,
                             step=len(taken), finding=declared_[0].finding if declared_ and status != "pass" else ""))
@@ -210,20 +230,20 @@ class _FreeRuns:
 
     def __init__(self, case: Case, start: dict, hp: dict, q: dict):
         self.ref, self.hp, self.q = case.suite.reference, hp, q
-        self.decoupled = STEPS[_reference_name(case.suite)]
+        self.quantized = STEPS[_reference_name(case.suite)]
+        self.maps = {f"map{k}": dynamic_map(SIGNED[m]) for k, m in _numbered(self.quantized.moments)}
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         self.full_hp = {n: {**hp[n], "dtype_eps": eps} for n in start}
         self.start, self.full, self.quant = dict(start), dict(start), dict(start)
         self.full_state = {n: self.ref.init(start[n], self.full_hp[n]) for n in start} if eager_state(self.ref) else {}
-        self.quant_state = {n: _zero_state(start[n].shape, q["blocksize"]) for n in start}
+        self.quant_state = {n: _zero_state(start[n].shape, q["blocksize"], self.quantized.moments) for n in start}
 
     def step(self, n: str, g: np.ndarray) -> None:
         if n not in self.full_state:
             self.full_state[n] = self.ref.init(self.full[n], self.full_hp[n])
         self.full[n], self.full_state[n] = self.ref.update(self.full[n], g, self.full_state[n], self.full_hp[n])
-        self.quant[n], new = adamw_step(self.quant[n], g, {**self.quant_state[n], "map1": dynamic_map(True),
-                                                           "map2": dynamic_map(False)}, self.hp[n],
-                                        self.q["blocksize"], self.decoupled)
+        self.quant[n], new = self.quantized.step(self.quant[n], g, {**self.quant_state[n], **self.maps}, self.hp[n],
+                                                 self.q["blocksize"])
         self.quant_state[n] = {k: v for k, v in new.items() if k.startswith(("codes", "absmax", "step"))}
 
     def price(self, final: dict, steps: int) -> list[tuple[str, float, str]]:
@@ -248,11 +268,16 @@ def _grid(q: dict) -> float:
     return 1.0 / (q["grid"] - 1) if q.get("grid") else 0.0
 
 
-def _zero_state(shape: tuple, blocksize: int) -> dict:
+def _numbered(moments: tuple) -> list[tuple[int, str]]:
+    """(k, moment) for each moment a quantized step keeps: k its number in the state keys (codes<k>...)."""
+    return [(MOMENTS.index(m) + 1, m) for m in moments]
+
+
+def _zero_state(shape: tuple, blocksize: int, moments: tuple) -> dict:
     """The state before the first step: zero moments (absmax 0: every code dequantizes to 0)."""
     blocks = -(-int(np.prod(shape)) // blocksize)
-    return {"step": 0, "codes1": np.zeros(shape, np.uint8), "absmax1": np.zeros(blocks),
-            "codes2": np.zeros(shape, np.uint8), "absmax2": np.zeros(blocks)}
+    return {"step": 0, **{key: value for k, _ in _numbered(moments) for key, value in (
+        (f"codes{k}", np.zeros(shape, np.uint8)), (f"absmax{k}", np.zeros(blocks)))}}
 
 
 def _taken_in(data: dict, workload) -> dict:
@@ -266,7 +291,7 @@ def _taken_in(data: dict, workload) -> dict:
         param, state = data[n]["param"], dict(data[n]["state"])
         if not isinstance(param, np.ndarray) or param.shape != shape:
             raise ValueError(f"{n}: a parameter of another shape than {shape}")
-        for k in (1, 2) if state else ():
+        for k in (k for k in (1, 2) if f"codes{k}" in state):
             codes = np.asarray(state[f"codes{k}"])
             if codes.shape != shape or not np.all((codes >= 0) & (codes <= 255) & (codes == np.round(codes))):
                 raise ValueError(f"{n}: codes{k} are not uint8 codes of its shape")
