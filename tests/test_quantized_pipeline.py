@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from tests import warm_command
@@ -17,15 +18,16 @@ quantized:
   scheme: blockwise_8bit
   blocksize: 256
   min_size: 4096
-  moments: {{exp_avg: [state1, absmax1, qmap1], exp_avg_sq: [state2, absmax2, qmap2]}}
+  moments: {moments}
 """
+ADAM_MOMENTS = "{exp_avg: [state1, absmax1, qmap1], exp_avg_sq: [state2, absmax2, qmap2]}"
 RUN = ["run", "suite=adamw", "dtype=float32", "checks=[parity,cross,quantized]", "impl=[candidate,for-loop]",
        "hparams=[default]", "history_dir=null", "jobs=1"]
 
 
 @pytest.mark.parametrize("cls, code", [("NumpyAdamW8bit", 0), ("WrongBeta2AdamW8bit", 1)])
 def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, code):
-    (tmp_path / "spec.yaml").write_text(SPEC.format(cls=cls))
+    (tmp_path / "spec.yaml").write_text(SPEC.format(cls=cls, moments=ADAM_MOMENTS))
     done = warm_command.run(*RUN, f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}",
                             timeout=300)
     assert done.returncode == code, done.stdout + done.stderr
@@ -41,7 +43,7 @@ def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, code):
 
 
 def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path):
-    (tmp_path / "spec.yaml").write_text(SPEC.format(cls="NumpyAdamW8bit"))
+    (tmp_path / "spec.yaml").write_text(SPEC.format(cls="NumpyAdamW8bit", moments=ADAM_MOMENTS))
     done = warm_command.run(*[a for a in RUN if not a.startswith("checks=")], "checks=[parity]",
                             f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -54,20 +56,9 @@ def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path)
     assert {r["status"] for r in rows if r["metric"] == "parity.quantized_unjudged"} == {"skip"}
 
 
-LION_SPEC = """
-class: tests.candidates_8bit.{cls}
-dtypes: [float32]
-quantized:
-  scheme: blockwise_8bit
-  blocksize: 256
-  min_size: 4096
-  moments: {{exp_avg: [state1, absmax1, qmap1]}}
-"""
-
-
 @pytest.mark.parametrize("cls, code", [("NumpyLion8bit", 0), ("WrongBeta1Lion8bit", 1)])
 def test_an_8bit_lion_keeps_one_quantized_moment_and_is_judged_by_lions_step(tmp_path, cls, code):
-    (tmp_path / "spec.yaml").write_text(LION_SPEC.format(cls=cls))
+    (tmp_path / "spec.yaml").write_text(SPEC.format(cls=cls, moments="{exp_avg: [state1, absmax1, qmap1]}"))
     done = warm_command.run("run", "suite=lion", "dtype=float32", "checks=[quantized]", "impl=[candidate]",
                             "hparams=[weight_decay]", "history_dir=null", "jobs=1",
                             f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}", timeout=300)
@@ -78,3 +69,20 @@ def test_an_8bit_lion_keeps_one_quantized_moment_and_is_judged_by_lions_step(tmp
     assert rows["quantized.param_max_err_eps"]["status"] == ("pass" if code == 0 else "fail"), rows
     assert rows["quantized.absmax_max_err_eps"]["status"] == rows["quantized.codes_unexplained"]["status"] == "pass"
     assert "0 map entries differ" in rows["quantized.codes_unexplained"]["detail"]
+
+
+def test_a_lion_sign_decided_by_rounding_is_left_out_and_one_decided_by_the_gradient_is_not():
+    """Lion's quantized step steps each element by sign(c): where |c| lies within float32 rounding of its terms'
+    magnitude the implementation's sign is its arithmetic's (left out, counted); elsewhere a flipped sign is an
+    error of two updates."""
+    from optbench.checks.quantized import param_error
+
+    before = np.array([1.0, 1.0, 1.0])
+    ours = before - 1e-3 * np.array([1.0, 1.0, -1.0])
+    c, magnitude = np.array([1e-12, 0.5, -0.5]), np.array([1.0, 1.0, 1.0])
+    flipped_at_the_tie = ours + np.array([2e-3, 0.0, 0.0])
+    assert param_error(flipped_at_the_tie, ours, before, 2.0 ** -23, [(c, magnitude)]) == (0.0, 1)
+    assert param_error(flipped_at_the_tie, ours, before, 2.0 ** -23)[0] > 1e3  # without the decisions: an error
+    flipped_elsewhere = ours + np.array([0.0, 2e-3, 0.0])
+    err, left_out = param_error(flipped_elsewhere, ours, before, 2.0 ** -23, [(c, magnitude)])
+    assert err > 1e3 and left_out == 1

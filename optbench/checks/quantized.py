@@ -171,13 +171,8 @@ class QuantizedCheck:
                 free.step(n, grad)
                 ours_p, ours = quantized.step(before[n], grad, {**state[n], **{f"map{k}": v for k, v in maps.items()}},
                                               hp[n], q["blocksize"])
-                move = np.maximum(np.abs(ours_p), np.abs(ours_p - before[n]))
-                errors = np.abs(after[n]["param"] - ours_p) / (eps * np.where(move > 0, move, 1.0))
-                for c, magnitude in ours.get("decisions", ()):  # a sign rounding decides: the implementation's own
-                    by_rounding = np.abs(c) <= SIGN_ROUNDING * eps32 * magnitude
-                    decided += int(np.count_nonzero(by_rounding))
-                    errors = np.where(by_rounding, 0.0, errors)
-                err = float(errors.max()) if errors.size else 0.0
+                err, left_out = param_error(after[n]["param"], ours_p, before[n], eps, ours.get("decisions", ()))
+                decided += left_out
                 worst["param"] = max(worst["param"], (err, f"{n} at step {i + 1}"))
                 for k, moment in _numbered(quantized.moments):
                     wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[k]))
@@ -266,6 +261,22 @@ class _FreeRuns:
 def _grid(q: dict) -> float:
     """The quantizer's own grid (``quantized.grid`` points on [-1, 1]), as a rounding in normalized units."""
     return 1.0 / (q["grid"] - 1) if q.get("grid") else 0.0
+
+
+def param_error(theirs: np.ndarray, ours: np.ndarray, before: np.ndarray, eps: float,
+                decisions=()) -> tuple[float, int]:
+    """(the largest error of the new parameter ``theirs`` from the reference's ``ours``, in ``eps`` of the larger of
+    the parameter and its update; the elements left out): an element whose step a sign decides (``decisions``: the
+    quantized step's [(c, the magnitude of its terms)]) with ``|c|`` within ``SIGN_ROUNDING`` float32 eps of that
+    magnitude takes the sign the implementation's arithmetic gives it, and is left out."""
+    move = np.maximum(np.abs(ours), np.abs(ours - before))
+    errors = np.abs(theirs - ours) / (eps * np.where(move > 0, move, 1.0))
+    left_out = 0
+    for c, magnitude in decisions:
+        by_rounding = np.abs(c) <= SIGN_ROUNDING * float(np.finfo(np.float32).eps) * magnitude
+        left_out += int(np.count_nonzero(by_rounding))
+        errors = np.where(by_rounding, 0.0, errors)
+    return (float(errors.max()) if errors.size else 0.0), left_out
 
 
 def _numbered(moments: tuple) -> list[tuple[int, str]]:
