@@ -1,6 +1,6 @@
 """One step of an 8-bit block-wise Adam(W) (Dettmers et al., 2022, "8-bit Optimizers via Block-wise Quantization",
 arXiv:2110.02861, Algorithm 1), or of Lion (Chen et al., 2023, Algorithm 2) on the same block-wise state, in float64,
-taken from the implementation's own quantized state.
+or of SGD with momentum (its buffer, signed), taken from the implementation's own quantized state.
 
 The state of an 8-bit optimizer is, per moment, uint8 codes of the parameter's shape, the absolute maximum of each
 block of ``blocksize`` consecutive elements, and the map the codes index (``_quantization``: the signed dynamic map
@@ -75,25 +75,46 @@ def lion_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
                "exp_avg": m, "decisions": [(c, np.abs(beta1 * before) + np.abs((1.0 - beta1) * g))]}
 
 
+def momentum_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
+                  blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
+    """(the new parameter, the new state) of one SGD-with-momentum step (torch's SGD, dampening 0, no Nesterov) from
+    ``state``: ``codes1``/``absmax1``/``map1`` (the momentum buffer) and ``step``; ``hp``: ``lr``, ``momentum``,
+    ``weight_decay`` (the L2 term added to the gradient). The buffer is the gradient at the first step, then
+    ``momentum buf + g``; the new state holds its codes and absmax, as ``momentum_buffer`` the float64 buffer, and as
+    ``update_scale`` the magnitude of the update's terms (where they cancel, rounding scales with them)."""
+    lr, momentum, decay = float(hp["lr"]), float(hp.get("momentum", 0.0)), float(hp.get("weight_decay", 0.0))
+    p = np.asarray(param, dtype=np.float64)
+    g = np.asarray(grad, dtype=np.float64) + decay * p
+    kept = 0.0 if int(state["step"]) == 0 else momentum * dequantize_blockwise(
+        state["codes1"], state["absmax1"], state["map1"], blocksize)
+    buf = kept + g
+    codes1, absmax1 = quantize_blockwise(buf, state["map1"], blocksize)
+    scale = lr * (np.abs(kept) + np.abs(grad) + np.abs(decay * p))  # the update's terms: a sum that can cancel
+    return p - lr * buf, {"step": int(state["step"]) + 1, "codes1": codes1, "absmax1": absmax1, "map1": state["map1"],
+                          "momentum_buffer": buf, "update_scale": scale}
+
+
 @dataclass(frozen=True)
 class QuantizedStep:
     """A documented optimizer's step on 8-bit block-wise state: ``step(param, grad, state, hp, blocksize)``, the
-    moments it keeps quantized (moment k of ``MOMENTS`` in ``codes<k>``/``absmax<k>``/``map<k>``) and the options it
-    takes."""
+    moments it keeps quantized, in order (moment k in ``codes<k>``/``absmax<k>``/``map<k>``), each as (the reference's
+    name for it, whether its map is the signed dynamic map), and the options it takes."""
 
     step: Callable
-    moments: tuple[str, ...]
+    moments: tuple[tuple[str, bool], ...]
     options: frozenset
+    nonzero: tuple[str, ...] = ()  # options without which there is no state to quantize (SGD's momentum)
 
 
-MOMENTS = ("exp_avg", "exp_avg_sq")  # k = 1, 2: the signed dynamic map, the unsigned one
-SIGNED = {"exp_avg": True, "exp_avg_sq": False}
+ADAM_MOMENTS = (("exp_avg", True), ("exp_avg_sq", False))  # the paper's: the unsigned map for the second moment
 STEPS = {  # the references a quantized step exists for
-    "adamw": QuantizedStep(partial(adamw_step, decoupled=True), MOMENTS,
+    "adamw": QuantizedStep(partial(adamw_step, decoupled=True), ADAM_MOMENTS,
                            frozenset({"lr", "betas", "eps", "weight_decay"})),
-    "adam": QuantizedStep(partial(adamw_step, decoupled=False), MOMENTS,
+    "adam": QuantizedStep(partial(adamw_step, decoupled=False), ADAM_MOMENTS,
                           frozenset({"lr", "betas", "eps", "weight_decay"})),
-    "lion": QuantizedStep(lion_step, ("exp_avg",), frozenset({"lr", "betas", "weight_decay"})),
+    "lion": QuantizedStep(lion_step, (("exp_avg", True),), frozenset({"lr", "betas", "weight_decay"})),
+    "sgd": QuantizedStep(momentum_step, (("momentum_buffer", True),), frozenset({"lr", "momentum", "weight_decay"}),
+                         nonzero=("momentum",)),
 }
 
 

@@ -148,19 +148,19 @@ state: {keys: {state1: exp_avg}, ignore: [step]}
 quantized: {scheme: blockwise_8bit, blocksize: 256, min_size: 4096, grid: 65536,
             moments: {exp_avg: [state1, absmax1, qmap1]}}
 """
-WRONG_LION = """
-class Lion8bit(bnb.optim.Lion8bit):  # the sign of an interpolation with beta1 = 0.5
+WRONG_BETAS = """
+class {name}(bnb.optim.{name}):  # steps with other betas than its param groups hold
     def step(self, closure=None):
         kept = [g["betas"] for g in self.param_groups]
         for g in self.param_groups:
-            g["betas"] = (0.5, g["betas"][1])
+            g["betas"] = {betas}
         try:
             return super().step(closure)
         finally:
             for g, b in zip(self.param_groups, kept):
                 g["betas"] = b
 """
-
+WRONG_LION = WRONG_BETAS.format(name="Lion8bit", betas='(0.5, g["betas"][1])')  # the sign's interpolation: beta1 0.5
 
 def test_bitsandbytes_lion8bit_is_judged_by_lions_step_and_a_wrong_one_fails(tmp_path):
     """Lion8bit keeps one quantized moment: judged by the quantized Lion step (its sign from the dequantized moment)
@@ -177,6 +177,33 @@ def test_bitsandbytes_lion8bit_is_judged_by_lions_step_and_a_wrong_one_fails(tmp
     (tmp_path / "wronglion.py").write_text("import bitsandbytes as bnb\n" + WRONG_LION)
     (tmp_path / "wronglion.yaml").write_text(LION_SPEC)
     done = warm_command.run(*lion, "suite=lion", "dtype=float32", "hparams=[default]", "candidate=wronglion.yaml",
+                            f"out_dir={tmp_path / 'wrong'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rows_of(tmp_path / "wrong")["quantized.param_max_err_eps"]["status"] == "fail"
+
+# momentum 0.1 below the one asked (bitsandbytes' SGD keeps it as betas[0])
+WRONG_SGD = WRONG_BETAS.format(name="SGD8bit", betas='(g["betas"][0] - 0.1, g["betas"][1])')
+
+def test_bitsandbytes_sgd8bit_is_judged_by_the_momentum_step_where_it_keeps_a_buffer(tmp_path):
+    """SGD8bit keeps its momentum buffer quantized: judged at every dtype it takes on the sets with momentum (its
+    update's terms can cancel: the tolerance scales with them, not with the cancelled update); a set without momentum
+    has no state to quantize and says so; stepping with momentum 0.8 where 0.9 is asked fails the parameter."""
+    sgd = [a for a in RUN if a not in ("suite=adamw", "hparams=[default]", "dtype=float32")]
+    done = warm_command.run(*sgd, "suite=sgd", "dtype=[float32,bfloat16,float16]",
+                            "hparams=[default,momentum,momentum_weight_decay]", "candidate=bitsandbytes.optim.SGD8bit",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    judged = {(r["dtype"], r["hparams"], r["metric"]): r["status"] for r in rows
+              if r["check"] == "quantized" and r["metric"].startswith("quantized.") and r["status"] != "info"}
+    assert len(judged) == 3 * 2 * 3 and set(judged.values()) == {"pass"}, judged
+    assert {r["detail"] for r in rows if r["check"] == "quantized" and r["hparams"] == "default"
+            and r["metric"] == "case.skipped"} == {
+        "the quantized sgd step keeps state only with momentum (this set has none to quantize)"}
+    (tmp_path / "wrongsgd.py").write_text("import bitsandbytes as bnb\n" + WRONG_SGD)
+    (tmp_path / "wrongsgd.yaml").write_text(LION_SPEC.replace("wronglion.Lion8bit", "wrongsgd.SGD8bit")
+                                            .replace("exp_avg", "momentum_buffer"))
+    done = warm_command.run(*sgd, "suite=sgd", "dtype=float32", "hparams=[momentum]", "candidate=wrongsgd.yaml",
                             f"out_dir={tmp_path / 'wrong'}", cwd=tmp_path, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert rows_of(tmp_path / "wrong")["quantized.param_max_err_eps"]["status"] == "fail"

@@ -86,3 +86,21 @@ def test_a_lion_sign_decided_by_rounding_is_left_out_and_one_decided_by_the_grad
     flipped_elsewhere = ours + np.array([0.0, 2e-3, 0.0])
     err, left_out = param_error(flipped_elsewhere, ours, before, 2.0 ** -23, [(c, magnitude)])
     assert err > 1e3 and left_out == 1
+
+
+def test_the_quantized_sgd_step_judges_only_the_sets_that_keep_a_momentum_buffer():
+    """SGD keeps no state without momentum (an 8-bit SGD has nothing to quantize): such a set is not the quantized
+    check's; a set with momentum is, and so is each set of the other quantized steps' suites that they model."""
+    from optbench.checks.quantized import _why_not
+    from optbench.suite.catalog import _load, resolve, suite_files
+
+    def why(suite: str) -> dict:
+        s = resolve(_load(suite_files()[suite]))[0]
+        return {h.name: _why_not(s, h) for h in s.hparams}
+
+    sgd = why("sgd")
+    assert sgd["default"] == sgd["weight_decay"] == ("the quantized sgd step keeps state only with momentum (this set "
+                                                     "has none to quantize)")
+    assert sgd["momentum"] == sgd["momentum_weight_decay"] == ""
+    assert sgd["nesterov"].startswith("the quantized sgd step takes lr, momentum, weight_decay (this set also has")
+    assert why("lion")["weight_decay"] == "" and why("lion")["maximize"].endswith("(this set also has maximize)")

@@ -7,7 +7,7 @@
       min_size: 4096               # a parameter of fewer elements keeps 32-bit state (judged by the parity check)
       moments:                     # the reference's moment -> the candidate's state keys: [codes, absmax, map]
         exp_avg: [state1, absmax1, qmap1]
-        exp_avg_sq: [state2, absmax2, qmap2]   # (Lion keeps exp_avg alone)
+        exp_avg_sq: [state2, absmax2, qmap2]   # in the suite's quantized step's order (Lion: exp_avg alone)
       grid: 65536                  # optional: the quantizer first rounds to this many points on [-1, 1]
 
 A parameter of at least ``min_size`` elements is judged by the quantized check, one step at a time from the
@@ -22,7 +22,6 @@ import numpy as np
 import torch
 
 from optbench.adapters.registry import CandidateSpecError, adapter_key, reject_unknown
-from optbench.reference._blockwise_8bit_step import MOMENTS  # the moments a quantized step keeps: k = 1, 2
 
 KEYS = {"scheme", "blocksize", "min_size", "moments", "grid"}
 SCHEMES = ("blockwise_8bit",)
@@ -41,15 +40,15 @@ def parse(value, source: str) -> dict:
     except (TypeError, ValueError):
         raise CandidateSpecError(f"{source}: quantized.blocksize and min_size: whole numbers") from None
     moments = value.get("moments") or {}
-    if blocksize < 1 or min_size < 0 or not moments or not set(moments) <= set(MOMENTS) or not all(
+    if blocksize < 1 or min_size < 0 or not isinstance(moments, Mapping) or not moments or not all(
             isinstance(keys, (list, tuple)) and len(keys) == 3 for keys in moments.values()):
-        raise CandidateSpecError(f"{source}: quantized: blocksize >= 1, min_size >= 0 and moments (of "
-                                 f"{', '.join(MOMENTS)}), each [codes, absmax, map] state keys")
+        raise CandidateSpecError(f"{source}: quantized: blocksize >= 1, min_size >= 0 and moments (the reference's "
+                                 "name of each -> its [codes, absmax, map] state keys)")
     grid = value.get("grid")
     if grid is not None and (not isinstance(grid, int) or grid < 2):
         raise CandidateSpecError(f"{source}: quantized.grid={grid}: a whole number of points, at least 2")
     return {"scheme": scheme, "blocksize": blocksize, "min_size": min_size, "grid": grid,
-            "moments": {m: tuple(str(k) for k in moments[m]) for m in MOMENTS if m in moments}}
+            "moments": {str(m): tuple(str(k) for k in keys) for m, keys in moments.items()}}
 
 
 def declared(spec) -> dict | None:
@@ -69,14 +68,13 @@ def full_precision(spec, workload):
 
 
 def read(spec, state: Mapping) -> dict | None:
-    """One parameter's quantized state as the reference's step takes it: per declared moment ``k`` (1: exp_avg, 2:
-    exp_avg_sq), ``codes<k>``,
+    """One parameter's quantized state as the reference's step takes it: per declared moment ``k`` (in the spec's
+    order, from 1), ``codes<k>``,
     ``absmax<k>`` and ``map<k>`` (float64 NumPy, codes as uint8), and ``step``; None where it holds none yet (before
     its first step) or not quantized state (a float tensor where the codes should be)."""
     q = declared(spec)
     out: dict = {}
-    for moment, keys in q["moments"].items():
-        k = MOMENTS.index(moment) + 1
+    for k, keys in enumerate(q["moments"].values(), start=1):
         codes, absmax, qmap = (state.get(key) for key in keys)
         if not all(isinstance(t, torch.Tensor) for t in (codes, absmax, qmap)) or codes.dtype != torch.uint8:
             return None

@@ -35,7 +35,7 @@ from optbench.metrics import (
 )
 from optbench.numerics.recording import as_array, set_gradients
 from optbench.numerics.recording_file import save_answers
-from optbench.reference._blockwise_8bit_step import MOMENTS, SIGNED, STEPS, code_disagreements
+from optbench.reference._blockwise_8bit_step import STEPS, code_disagreements
 from optbench.reference._quantization import dynamic_map
 from optbench.reference.contract import eager_state
 from optbench.report.tables import CASE, num
@@ -59,15 +59,18 @@ def _why_not(suite: Suite, hset) -> str:
         what = ", ".join(other) or "a schedule"
         return (f"the quantized {name} step takes {', '.join(sorted(STEPS[name].options))} (this set also has "
                 f"{what})")
+    for option in STEPS[name].nonzero:  # every group's value (a group's own, else the set's; unset: 0)
+        if not all(g.options.get(option, hset.options.get(option)) for g in (hset, *hset.groups)):
+            return f"the quantized {name} step keeps state only with {option} (this set has none to quantize)"
     return ""
 
 
 def _moments_why_not(suite: Suite, q: dict) -> str:
     """Why the candidate's declared moments cannot be judged by the suite's quantized step ("" if they can)."""
-    kept = STEPS[_reference_name(suite)].moments
-    if tuple(m for m in MOMENTS if m in q["moments"]) != kept:
+    kept = tuple(name for name, _ in STEPS[_reference_name(suite)].moments)
+    if tuple(q["moments"]) != kept:
         return (f"its spec declares quantized {', '.join(q['moments'])}; the quantized {_reference_name(suite)} "
-                f"step keeps {', '.join(kept)}")
+                f"step keeps {', '.join(kept)}, in that order")
     return ""
 
 
@@ -154,7 +157,7 @@ class QuantizedCheck:
         before = {n: as_array(p) for n, p in params.items()}
         quantized = STEPS[_reference_name(case.suite)]
         state = {n: _zero_state(tuple(p.shape), q["blocksize"], quantized.moments) for n, p in params.items()}
-        maps = {k: dynamic_map(SIGNED[m]) for k, m in _numbered(quantized.moments)}
+        maps = {k: dynamic_map(signed) for k, (_, signed) in _numbered(quantized.moments)}
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         eps32 = float(np.finfo(np.float32).eps)
         free = _FreeRuns(case, before, hp, q)
@@ -165,16 +168,17 @@ class QuantizedCheck:
             for n, p in params.items():
                 theirs = after[n]["state"]
                 if not theirs or any(f"codes{k}" not in theirs for k, _ in _numbered(quantized.moments)):
-                    raise ValueError(f"{n} holds no quantized state of {', '.join(quantized.moments)} after step "
+                    raise ValueError(f"{n} holds no quantized state of {', '.join(q['moments'])} after step "
                                      f"{i + 1}")
                 grad = reference_gradient(workload.gradient(i, n, p))
                 free.step(n, grad)
                 ours_p, ours = quantized.step(before[n], grad, {**state[n], **{f"map{k}": v for k, v in maps.items()}},
                                               hp[n], q["blocksize"])
-                err, left_out = param_error(after[n]["param"], ours_p, before[n], eps, ours.get("decisions", ()))
+                err, left_out = param_error(after[n]["param"], ours_p, before[n], eps, ours.get("decisions", ()),
+                                            ours.get("update_scale", 0.0))
                 decided += left_out
                 worst["param"] = max(worst["param"], (err, f"{n} at step {i + 1}"))
-                for k, moment in _numbered(quantized.moments):
+                for k, (moment, _) in _numbered(quantized.moments):
                     wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[k]))
                     absmax = np.abs(theirs[f"absmax{k}"] - ours[f"absmax{k}"]) / (
                         eps32 * np.where(ours[f"absmax{k}"] > 0, np.abs(ours[f"absmax{k}"]), 1.0))
@@ -226,7 +230,7 @@ class _FreeRuns:
     def __init__(self, case: Case, start: dict, hp: dict, q: dict):
         self.ref, self.hp, self.q = case.suite.reference, hp, q
         self.quantized = STEPS[_reference_name(case.suite)]
-        self.maps = {f"map{k}": dynamic_map(SIGNED[m]) for k, m in _numbered(self.quantized.moments)}
+        self.maps = {f"map{k}": dynamic_map(signed) for k, (_, signed) in _numbered(self.quantized.moments)}
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         self.full_hp = {n: {**hp[n], "dtype_eps": eps} for n in start}
         self.start, self.full, self.quant = dict(start), dict(start), dict(start)
@@ -263,13 +267,14 @@ def _grid(q: dict) -> float:
     return 1.0 / (q["grid"] - 1) if q.get("grid") else 0.0
 
 
-def param_error(theirs: np.ndarray, ours: np.ndarray, before: np.ndarray, eps: float,
-                decisions=()) -> tuple[float, int]:
-    """(the largest error of the new parameter ``theirs`` from the reference's ``ours``, in ``eps`` of the larger of
-    the parameter and its update; the elements left out): an element whose step a sign decides (``decisions``: the
-    quantized step's [(c, the magnitude of its terms)]) with ``|c|`` within ``SIGN_ROUNDING`` float32 eps of that
-    magnitude takes the sign the implementation's arithmetic gives it, and is left out."""
-    move = np.maximum(np.abs(ours), np.abs(ours - before))
+def param_error(theirs: np.ndarray, ours: np.ndarray, before: np.ndarray, eps: float, decisions=(),
+                update_scale=0.0) -> tuple[float, int]:
+    """(the largest error of the new parameter ``theirs`` from the reference's ``ours``, in ``eps`` of the largest of
+    the parameter, its update and ``update_scale`` (the magnitude of the update's terms, where they can cancel); the
+    elements left out): an element whose step a sign decides (``decisions``: the quantized step's [(c, the magnitude
+    of its terms)]) with ``|c|`` within ``SIGN_ROUNDING`` float32 eps of that magnitude takes the sign the
+    implementation's arithmetic gives it, and is left out."""
+    move = np.maximum(np.maximum(np.abs(ours), np.abs(ours - before)), update_scale)
     errors = np.abs(theirs - ours) / (eps * np.where(move > 0, move, 1.0))
     left_out = 0
     for c, magnitude in decisions:
@@ -279,9 +284,9 @@ def param_error(theirs: np.ndarray, ours: np.ndarray, before: np.ndarray, eps: f
     return (float(errors.max()) if errors.size else 0.0), left_out
 
 
-def _numbered(moments: tuple) -> list[tuple[int, str]]:
-    """(k, moment) for each moment a quantized step keeps: k its number in the state keys (codes<k>...)."""
-    return [(MOMENTS.index(m) + 1, m) for m in moments]
+def _numbered(moments: tuple) -> list[tuple[int, tuple[str, bool]]]:
+    """(k, (name, signed)) for each moment a quantized step keeps: k its number in the state keys (codes<k>...)."""
+    return list(enumerate(moments, start=1))
 
 
 def _zero_state(shape: tuple, blocksize: int, moments: tuple) -> dict:
