@@ -104,3 +104,15 @@ def test_the_quantized_sgd_step_judges_only_the_sets_that_keep_a_momentum_buffer
     assert sgd["momentum"] == sgd["momentum_weight_decay"] == ""
     assert sgd["nesterov"].startswith("the quantized sgd step takes lr, momentum, weight_decay (this set also has")
     assert why("lion")["weight_decay"] == "" and why("lion")["maximize"].endswith("(this set also has maximize)")
+
+
+def test_quantized_parameters_no_step_can_judge_are_said_unjudged(tmp_path):
+    """A spec whose moments are not its suite's quantized step's (an Adam pair for Lion) leaves the quantized
+    parameters to no check: the case is unsupported, saying why, on a line of its own naming them UNJUDGED."""
+    (tmp_path / "spec.yaml").write_text(SPEC.format(cls="NumpyLion8bit", moments=ADAM_MOMENTS))
+    done = warm_command.run("run", "suite=lion", "dtype=float32", "checks=[parity,quantized]", "impl=[candidate]",
+                            "hparams=[weight_decay]", "history_dir=null", "jobs=1",
+                            f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert ("4 parameters of quantized state UNJUDGED: its spec declares quantized exp_avg, exp_avg_sq; the quantized "
+            "lion step keeps exp_avg, in that order") in done.stdout, done.stdout
+    assert "1 case(s) of quantized skipped or unsupported" in done.stdout.splitlines()[-1]
