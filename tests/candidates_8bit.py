@@ -69,6 +69,14 @@ class WrongBeta2AdamW8bit(NumpyAdamW8bit):
     wrong_beta2 = 0.99
 
 
+class StuckStepAdamW8bit(NumpyAdamW8bit):
+    """Mutant: its 8-bit step counter never advances (every step bias-corrected as the first), and says so."""
+
+    def _step8(self, p, hp: dict):
+        super()._step8(p, hp)
+        self.state[p]["step"] = 0
+
+
 class NumpyLion8bit(torch.optim.Optimizer):
     wrong_beta1: float | None = None  # a mutant's beta1 (the interpolation the sign is taken of) for its 8-bit step
 

@@ -25,8 +25,16 @@ RUN = ["run", "suite=adamw", "dtype=float32", "checks=[parity,cross,quantized]",
        "hparams=[default]", "history_dir=null", "jobs=1"]
 
 
-@pytest.mark.parametrize("cls, code", [("NumpyAdamW8bit", 0), ("WrongBeta2AdamW8bit", 1)])
-def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, code):
+@pytest.mark.parametrize("cls, failing", [
+    ("NumpyAdamW8bit", set()),
+    ("WrongBeta2AdamW8bit", {"quantized.param_max_err_eps", "quantized.absmax_max_err_eps",
+                             "quantized.codes_unexplained"}),
+    # its counter says 0 after every step: the check counts the steps itself (a bias correction of the first step
+    # each time is caught in the parameter; the moments, and so the codes, do not depend on it)
+    ("StuckStepAdamW8bit", {"quantized.param_max_err_eps"}),
+])
+def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, failing):
+    code = 1 if failing else 0
     (tmp_path / "spec.yaml").write_text(SPEC.format(cls=cls, moments=ADAM_MOMENTS))
     done = warm_command.run(*RUN, f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}",
                             timeout=300)
@@ -34,8 +42,7 @@ def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, code):
     rows = [r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
             if r["impl"].startswith("candidate:") and not r["fqn"] and r["metric"] != "run.case_s"]
     quantized = {r["metric"]: r["status"] for r in rows if r["check"] == "quantized"}
-    assert quantized["quantized.param_max_err_eps"] == ("pass" if code == 0 else "fail"), quantized
-    assert quantized["quantized.codes_unexplained"] == ("pass" if code == 0 else "fail"), quantized
+    assert {m for m, status in quantized.items() if status == "fail"} == failing, quantized
     parity = next(r for r in rows if r["metric"] == "parity.max_err_eps")
     cross = next(r for r in rows if r["check"] == "cross")
     assert parity["status"] == cross["status"] == "pass", (parity, cross)  # its 32-bit-state parameters are right

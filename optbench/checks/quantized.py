@@ -193,7 +193,8 @@ class QuantizedCheck:
                     if u and not where_unexplained:
                         where_unexplained = f"first {n}/{moment} at step {i + 1}"
                 before[n] = after[n]["param"]
-                state[n] = {k: v for k, v in theirs.items() if not k.startswith("map")}
+                # its codes and absmax go on; the step count is this check's own (a candidate's counter may lie)
+                state[n] = {**{k: v for k, v in theirs.items() if not k.startswith("map")}, "step": i + 1}
         declared_ = case.suite.deviations_for(case.impl, case.dtype, case.hset.name, check=self.name)
         rows = []
         for metric, value, ok, detail in (
