@@ -23,6 +23,7 @@ from optbench.adapters.quantized import as_arrays, declared, quantizes, read
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.base import awaiting_judge
 from optbench.checks.deviations import declared_status
+from optbench.checks.quantized_price import FreeRuns, numbered, zero_state
 from optbench.checks.registry import register_check
 from optbench.checks.tape import Tape
 from optbench.metrics import (
@@ -30,14 +31,11 @@ from optbench.metrics import (
     QUANTIZED_ABSMAX_ERR_EPS,
     QUANTIZED_CODES_UNEXPLAINED,
     QUANTIZED_PARAM_ERR_EPS,
-    QUANTIZED_PRICE,
-    QUANTIZED_SPREAD,
 )
 from optbench.numerics.recording import as_array, set_gradients
 from optbench.numerics.recording_file import save_answers
 from optbench.reference._blockwise_8bit_step import STEPS, code_disagreements
 from optbench.reference._quantization import dynamic_map
-from optbench.reference.contract import eager_state
 from optbench.report.tables import CASE, num
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
@@ -159,18 +157,18 @@ class QuantizedCheck:
         params = workload.materialize(DTYPES[case.dtype], ctx.device)
         before = {n: as_array(p) for n, p in params.items()}
         quantized = STEPS[_reference_name(case.suite)]
-        state = {n: _zero_state(tuple(p.shape), q["blocksize"], quantized.moments) for n, p in params.items()}
-        maps = {k: dynamic_map(signed) for k, (_, signed) in _numbered(quantized.moments)}
+        state = {n: zero_state(tuple(p.shape), q["blocksize"], quantized.moments) for n, p in params.items()}
+        maps = {k: dynamic_map(signed) for k, (_, signed) in numbered(quantized.moments)}
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         eps32 = float(np.finfo(np.float32).eps)
-        free = _FreeRuns(case, before, hp, q)
+        free = FreeRuns(case.suite.reference, quantized, eps, before, hp, q)
         worst = {"param": (0.0, ""), "absmax": (0.0, "")}
         differ = unexplained = codes = wrong_maps = decided = 0
         where_unexplained = ""
         for i, after in enumerate(taken):
             for n, p in params.items():
                 theirs = after[n]["state"]
-                if not theirs or any(f"codes{k}" not in theirs for k, _ in _numbered(quantized.moments)):
+                if not theirs or any(f"codes{k}" not in theirs for k, _ in numbered(quantized.moments)):
                     raise ValueError(f"{n} holds no quantized state of {', '.join(q['moments'])} after step "
                                      f"{i + 1}")
                 grad = reference_gradient(workload.gradient(i, n, p))
@@ -181,7 +179,7 @@ class QuantizedCheck:
                                             ours.get("update_scale", 0.0))
                 decided += left_out
                 worst["param"] = max(worst["param"], (err, f"{n} at step {i + 1}"))
-                for k, (moment, _) in _numbered(quantized.moments):
+                for k, (moment, _) in numbered(quantized.moments):
                     wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[k]))
                     absmax = np.abs(theirs[f"absmax{k}"] - ours[f"absmax{k}"]) / (
                         eps32 * np.where(ours[f"absmax{k}"] > 0, np.abs(ours[f"absmax{k}"]), 1.0))
@@ -227,45 +225,6 @@ class QuantizedCheck:
         return Outcome(rows, line)
 
 
-class _FreeRuns:
-    """The two free-running float64 runs the price of quantization is measured against, stepped beside the judging
-    on the same gradients: the full-precision reference's and the quantized scheme's on its own codes."""
-
-    def __init__(self, case: Case, start: dict, hp: dict, q: dict):
-        self.ref, self.hp, self.q = case.suite.reference, hp, q
-        self.quantized = STEPS[_reference_name(case.suite)]
-        self.maps = {f"map{k}": dynamic_map(signed) for k, (_, signed) in _numbered(self.quantized.moments)}
-        eps = float(torch.finfo(DTYPES[case.dtype]).eps)
-        self.full_hp = {n: {**hp[n], "dtype_eps": eps} for n in start}
-        self.start, self.full, self.quant = dict(start), dict(start), dict(start)
-        self.full_state = {n: self.ref.init(start[n], self.full_hp[n]) for n in start} if eager_state(self.ref) else {}
-        self.quant_state = {n: _zero_state(start[n].shape, q["blocksize"], self.quantized.moments) for n in start}
-
-    def step(self, n: str, g: np.ndarray) -> None:
-        if n not in self.full_state:
-            self.full_state[n] = self.ref.init(self.full[n], self.full_hp[n])
-        self.full[n], self.full_state[n] = self.ref.update(self.full[n], g, self.full_state[n], self.full_hp[n])
-        self.quant[n], new = self.quantized.step(self.quant[n], g, {**self.quant_state[n], **self.maps}, self.hp[n],
-                                                 self.q["blocksize"])
-        self.quant_state[n] = {k: v for k, v in new.items() if k.startswith(("codes", "absmax", "step"))}
-
-    def price(self, final: dict, steps: int) -> list[tuple[str, float, str]]:
-        """After the last step, each as the largest over the parameters of its distance from the full-precision
-        run relative to how far that run moved them: the candidate's (the price of quantization it pays) and the
-        quantized run's (the price the scheme itself sets); and the candidate's distance from the quantized run (a
-        spread, not a verdict: one code decided within rounding sends the two runs apart)."""
-        def rel(a: dict, b: dict) -> tuple[float, str]:
-            return max((float(np.linalg.norm(a[n] - b[n]) / max(np.linalg.norm(self.full[n] - self.start[n]),
-                                                                  1e-300)), n) for n in self.start)
-        paid, quantized, spread = rel(final, self.full), rel(self.quant, self.full), rel(final, self.quant)
-        return [(QUANTIZED_PRICE, paid[0], f"after {steps} steps the parameters lie {paid[0]:.3g} of the full-"
-                                           f"precision reference's updates from it ({paid[1]}); the quantized scheme "
-                                           f"run on its own codes: {quantized[0]:.3g} ({quantized[1]})"),
-                (QUANTIZED_SPREAD, spread[0], f"{spread[0]:.3g} of the updates from the quantized reference run on "
-                                              f"its own codes ({spread[1]}): how far two runs on 8-bit state drift "
-                                              "apart")]
-
-
 def _grid(q: dict) -> float:
     """The quantizer's own grid (``quantized.grid`` points on [-1, 1]), as a rounding in normalized units."""
     return 1.0 / (q["grid"] - 1) if q.get("grid") else 0.0
@@ -286,18 +245,6 @@ def param_error(theirs: np.ndarray, ours: np.ndarray, before: np.ndarray, eps: f
         left_out += int(np.count_nonzero(by_rounding))
         errors = np.where(by_rounding, 0.0, errors)
     return (float(errors.max()) if errors.size else 0.0), left_out
-
-
-def _numbered(moments: tuple) -> list[tuple[int, tuple[str, bool]]]:
-    """(k, (name, signed)) for each moment a quantized step keeps: k its number in the state keys (codes<k>...)."""
-    return list(enumerate(moments, start=1))
-
-
-def _zero_state(shape: tuple, blocksize: int, moments: tuple) -> dict:
-    """The state before the first step: zero moments (absmax 0: every code dequantizes to 0)."""
-    blocks = -(-int(np.prod(shape)) // blocksize)
-    return {"step": 0, **{key: value for k, _ in _numbered(moments) for key, value in (
-        (f"codes{k}", np.zeros(shape, np.uint8)), (f"absmax{k}", np.zeros(blocks)))}}
 
 
 def _taken_in(data: dict, workload) -> dict:

@@ -1,0 +1,65 @@
+"""The price of quantization: beside the quantized check's per-step judging, on the same gradients, the
+full-precision reference run free from the same start and the documented quantized scheme run on its own codes;
+after the last step, how far the candidate and that scheme lie from the full-precision run (``quantized.price``) and
+from each other (``quantized.spread``), in units of the full-precision run's updates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optbench.metrics import QUANTIZED_PRICE, QUANTIZED_SPREAD
+from optbench.reference._blockwise_8bit_step import QuantizedStep
+from optbench.reference._quantization import dynamic_map
+from optbench.reference.contract import eager_state
+
+
+class FreeRuns:
+    """The two free-running float64 runs the price of quantization is measured against, stepped beside the judging
+    on the same gradients: the full-precision reference's and the quantized scheme's on its own codes."""
+
+    def __init__(self, reference, quantized: QuantizedStep, eps: float, start: dict, hp: dict, q: dict):
+        """``reference``: the suite's float64 reference module; ``quantized``: its quantized step; ``eps``: the
+        parameters' dtype's; ``start``: the parameters; ``hp``: the reference's options per parameter; ``q``: the
+        spec's ``quantized`` block."""
+        self.ref, self.hp, self.q, self.quantized = reference, hp, q, quantized
+        self.maps = {f"map{k}": dynamic_map(signed) for k, (_, signed) in numbered(quantized.moments)}
+        self.full_hp = {n: {**hp[n], "dtype_eps": eps} for n in start}
+        self.start, self.full, self.quant = dict(start), dict(start), dict(start)
+        self.full_state = {n: self.ref.init(start[n], self.full_hp[n]) for n in start} if eager_state(self.ref) else {}
+        self.quant_state = {n: zero_state(start[n].shape, q["blocksize"], self.quantized.moments) for n in start}
+
+    def step(self, n: str, g: np.ndarray) -> None:
+        if n not in self.full_state:
+            self.full_state[n] = self.ref.init(self.full[n], self.full_hp[n])
+        self.full[n], self.full_state[n] = self.ref.update(self.full[n], g, self.full_state[n], self.full_hp[n])
+        self.quant[n], new = self.quantized.step(self.quant[n], g, {**self.quant_state[n], **self.maps}, self.hp[n],
+                                                 self.q["blocksize"])
+        self.quant_state[n] = {k: v for k, v in new.items() if k.startswith(("codes", "absmax", "step"))}
+
+    def price(self, final: dict, steps: int) -> list[tuple[str, float, str]]:
+        """After the last step, each as the largest over the parameters of its distance from the full-precision
+        run relative to how far that run moved them: the candidate's (the price of quantization it pays) and the
+        quantized run's (the price the scheme itself sets); and the candidate's distance from the quantized run (a
+        spread, not a verdict: one code decided within rounding sends the two runs apart)."""
+        def rel(a: dict, b: dict) -> tuple[float, str]:
+            return max((float(np.linalg.norm(a[n] - b[n]) / max(np.linalg.norm(self.full[n] - self.start[n]),
+                                                                  1e-300)), n) for n in self.start)
+        paid, quantized, spread = rel(final, self.full), rel(self.quant, self.full), rel(final, self.quant)
+        return [(QUANTIZED_PRICE, paid[0], f"after {steps} steps the parameters lie {paid[0]:.3g} of the full-"
+                                           f"precision reference's updates from it ({paid[1]}); the quantized scheme "
+                                           f"run on its own codes: {quantized[0]:.3g} ({quantized[1]})"),
+                (QUANTIZED_SPREAD, spread[0], f"{spread[0]:.3g} of the updates from the quantized reference run on "
+                                              f"its own codes ({spread[1]}): how far two runs on 8-bit state drift "
+                                              "apart")]
+
+
+def numbered(moments: tuple) -> list[tuple[int, tuple[str, bool]]]:
+    """(k, (name, signed)) for each moment a quantized step keeps: k its number in the state keys (codes<k>...)."""
+    return list(enumerate(moments, start=1))
+
+
+def zero_state(shape: tuple, blocksize: int, moments: tuple) -> dict:
+    """The state before the first step: zero moments (absmax 0: every code dequantizes to 0)."""
+    blocks = -(-int(np.prod(shape)) // blocksize)
+    return {"step": 0, **{key: value for k, _ in numbered(moments) for key, value in (
+        (f"codes{k}", np.zeros(shape, np.uint8)), (f"absmax{k}", np.zeros(blocks)))}}
