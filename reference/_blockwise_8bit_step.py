@@ -26,7 +26,7 @@ from functools import partial
 
 import numpy as np
 
-from ._quantization import dequantize_blockwise, disagreement_distance, quantize_blockwise
+from ._quantization import dequantize_blockwise, disagreement_distance, dynamic_map, quantize_blockwise
 
 BLOCKSIZE = 256  # the block size of the 8-bit optimizers' state (bitsandbytes' optimizers, the paper's Section 2)
 
@@ -104,6 +104,16 @@ class QuantizedStep:
     moments: tuple[tuple[str, bool], ...]
     options: frozenset
     nonzero: tuple[str, ...] = ()  # options without which there is no state to quantize (SGD's momentum)
+
+    def maps(self) -> dict:
+        """``map<k>`` of each moment: the signed or the unsigned dynamic map."""
+        return {f"map{k}": dynamic_map(signed) for k, (_, signed) in enumerate(self.moments, start=1)}
+
+    def zero_state(self, shape: tuple, blocksize: int) -> dict:
+        """The state before the first step: zero moments (absmax 0: every code dequantizes to 0)."""
+        blocks = -(-int(np.prod(shape)) // blocksize)
+        return {"step": 0, **{key: value for k in range(1, len(self.moments) + 1) for key, value in (
+            (f"codes{k}", np.zeros(shape, np.uint8)), (f"absmax{k}", np.zeros(blocks)))}}
 
 
 ADAM_MOMENTS = (("exp_avg", True), ("exp_avg_sq", False))  # the paper's: the unsigned map for the second moment

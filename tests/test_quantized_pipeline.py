@@ -90,6 +90,12 @@ def test_a_lion_sign_decided_by_rounding_is_left_out_and_one_decided_by_the_grad
     flipped_at_the_tie = ours + np.array([2e-3, 0.0, 0.0])
     assert param_error(flipped_at_the_tie, ours, before, 2.0 ** -23, [(c, magnitude)]) == (0.0, 1)
     assert param_error(flipped_at_the_tie, ours, before, 2.0 ** -23)[0] > 1e3  # without the decisions: an error
+    # SGD's buffer: terms of 1e-4 that cancel to an update of 1e-9 on a parameter of 1e-6; float32 rounds the update
+    # at its terms' scale (50 eps of the parameter here, half an eps of the terms)
+    p0, update = np.array([1e-6]), np.array([1e-9])
+    rounded = p0 - update + 50 * 2.0 ** -23 * 1e-6
+    assert param_error(rounded, p0 - update, p0, 2.0 ** -23)[0] > 8  # in eps of the parameter alone: past tolerance
+    assert param_error(rounded, p0 - update, p0, 2.0 ** -23, update_scale=np.array([1e-4]))[0] <= 1
     flipped_elsewhere = ours + np.array([0.0, 2e-3, 0.0])
     err, left_out = param_error(flipped_elsewhere, ours, before, 2.0 ** -23, [(c, magnitude)])
     assert err > 1e3 and left_out == 1

@@ -23,7 +23,7 @@ from optbench.adapters.quantized import as_arrays, declared, quantizes, read
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.base import awaiting_judge
 from optbench.checks.deviations import declared_status
-from optbench.checks.quantized_price import FreeRuns, numbered, zero_state
+from optbench.checks.quantized_price import FreeRuns
 from optbench.checks.registry import register_check
 from optbench.checks.tape import Tape
 from optbench.metrics import (
@@ -35,7 +35,6 @@ from optbench.metrics import (
 from optbench.numerics.recording import as_array, set_gradients
 from optbench.numerics.recording_file import save_answers
 from optbench.reference._blockwise_8bit_step import STEPS, code_disagreements
-from optbench.reference._quantization import dynamic_map
 from optbench.report.tables import CASE, num
 from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
@@ -157,8 +156,8 @@ class QuantizedCheck:
         params = workload.materialize(DTYPES[case.dtype], ctx.device)
         before = {n: as_array(p) for n, p in params.items()}
         quantized = STEPS[_reference_name(case.suite)]
-        state = {n: zero_state(tuple(p.shape), q["blocksize"], quantized.moments) for n, p in params.items()}
-        maps = {k: dynamic_map(signed) for k, (_, signed) in numbered(quantized.moments)}
+        state = {n: quantized.zero_state(tuple(p.shape), q["blocksize"]) for n, p in params.items()}
+        maps = quantized.maps()
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         eps32 = float(np.finfo(np.float32).eps)
         free = FreeRuns(case.suite.reference, quantized, eps, before, hp, q)
@@ -168,19 +167,19 @@ class QuantizedCheck:
         for i, after in enumerate(taken):
             for n, p in params.items():
                 theirs = after[n]["state"]
-                if not theirs or any(f"codes{k}" not in theirs for k, _ in numbered(quantized.moments)):
+                if not theirs or any(f"codes{k}" not in theirs for k in range(1, len(maps) + 1)):
                     raise ValueError(f"{n} holds no quantized state of {', '.join(q['moments'])} after step "
                                      f"{i + 1}")
                 grad = reference_gradient(workload.gradient(i, n, p))
                 free.step(n, grad)
-                ours_p, ours = quantized.step(before[n], grad, {**state[n], **{f"map{k}": v for k, v in maps.items()}},
+                ours_p, ours = quantized.step(before[n], grad, {**state[n], **maps},
                                               hp[n], q["blocksize"])
                 err, left_out = param_error(after[n]["param"], ours_p, before[n], eps, ours.get("decisions", ()),
                                             ours.get("update_scale", 0.0))
                 decided += left_out
                 worst["param"] = max(worst["param"], (err, f"{n} at step {i + 1}"))
-                for k, (moment, _) in numbered(quantized.moments):
-                    wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[k]))
+                for k, (moment, _) in enumerate(quantized.moments, start=1):
+                    wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[f"map{k}"]))
                     absmax = np.abs(theirs[f"absmax{k}"] - ours[f"absmax{k}"]) / (
                         eps32 * np.where(ours[f"absmax{k}"] > 0, np.abs(ours[f"absmax{k}"]), 1.0))
                     worst["absmax"] = max(worst["absmax"], (float(absmax.max()), f"{n}/{moment} at step {i + 1}"))

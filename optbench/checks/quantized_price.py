@@ -9,7 +9,6 @@ import numpy as np
 
 from optbench.metrics import QUANTIZED_PRICE, QUANTIZED_SPREAD
 from optbench.reference._blockwise_8bit_step import QuantizedStep
-from optbench.reference._quantization import dynamic_map
 from optbench.reference.contract import eager_state
 
 
@@ -22,11 +21,11 @@ class FreeRuns:
         parameters' dtype's; ``start``: the parameters; ``hp``: the reference's options per parameter; ``q``: the
         spec's ``quantized`` block."""
         self.ref, self.hp, self.q, self.quantized = reference, hp, q, quantized
-        self.maps = {f"map{k}": dynamic_map(signed) for k, (_, signed) in numbered(quantized.moments)}
+        self.maps = quantized.maps()
         self.full_hp = {n: {**hp[n], "dtype_eps": eps} for n in start}
         self.start, self.full, self.quant = dict(start), dict(start), dict(start)
         self.full_state = {n: self.ref.init(start[n], self.full_hp[n]) for n in start} if eager_state(self.ref) else {}
-        self.quant_state = {n: zero_state(start[n].shape, q["blocksize"], self.quantized.moments) for n in start}
+        self.quant_state = {n: quantized.zero_state(start[n].shape, q["blocksize"]) for n in start}
 
     def step(self, n: str, g: np.ndarray) -> None:
         if n not in self.full_state:
@@ -52,14 +51,3 @@ class FreeRuns:
                                               f"its own codes ({spread[1]}): how far two runs on 8-bit state drift "
                                               "apart")]
 
-
-def numbered(moments: tuple) -> list[tuple[int, tuple[str, bool]]]:
-    """(k, (name, signed)) for each moment a quantized step keeps: k its number in the state keys (codes<k>...)."""
-    return list(enumerate(moments, start=1))
-
-
-def zero_state(shape: tuple, blocksize: int, moments: tuple) -> dict:
-    """The state before the first step: zero moments (absmax 0: every code dequantizes to 0)."""
-    blocks = -(-int(np.prod(shape)) // blocksize)
-    return {"step": 0, **{key: value for k, _ in numbered(moments) for key, value in (
-        (f"codes{k}", np.zeros(shape, np.uint8)), (f"absmax{k}", np.zeros(blocks)))}}
