@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from optbench.cli import main
-from optbench.engine.mutants import detecting
-from optbench.mutants import CAUGHT_BY, CONTROLS, EXISTS_AT, MUTANTS, SHOWS_BY, STEPS
+from optbench.engine.mutants import detecting, spec_file, trial_checks
+from optbench.mutants import CAUGHT_BY, CONTROLS, EXISTS_AT, MUTANTS, SHOWS_BY, SPECS, STEPS
 from optbench.suite.catalog import optimizer_suite_names
 from tests.conftest import QUICK_TIMING, run_inline, users_environment
 
@@ -21,6 +21,15 @@ REPO = Path(__file__).parents[1]
 def run(tmp_path, *args):
     """A run of ``args`` through ``optbench.run`` (``run_inline``): the exit code ``optbench run`` gives."""
     return run_inline([*args, *QUICK_TIMING, f"out_dir={tmp_path}"])
+
+
+def candidate(tmp_path, name: str) -> str:
+    """``candidate=`` for the catalogue's ``name``: its class, or a spec file naming it where it has a spec."""
+    if name not in SPECS:
+        return f"candidate=optbench.mutants.{name}"
+    folder = tmp_path.with_name(tmp_path.name + "-spec")  # beside the run's out_dir, which must be empty
+    folder.mkdir()
+    return f"candidate={spec_file(folder, f'optbench.mutants.{name}', SPECS[name])}"
 
 
 def rows(tmp_path):
@@ -75,9 +84,10 @@ def test_user_mistakes_are_one_line_exit_2(args, message, capsys, monkeypatch, t
 def controls_per_commit(controls) -> list:
     """Each control a parameter; in CI those of the suites with no optimizer of their own (the control is the one
     correct implementation their reference meets there) and adam's (the same path for the others), the rest with
-    ``-m slow``: their suite's own optimizer meets the reference at every hparam set in tests/test_parity.py."""
+    ``-m slow``: their suite's own optimizer meets the reference at every hparam set in tests/test_parity.py (the
+    8-bit ones, judged through a spec, pass in CI in tests/test_quantized_pipeline.py)."""
     torch_backed = set(optimizer_suite_names())
-    return [name if controls[name] not in torch_backed or controls[name] == "adam"
+    return [name if name not in SPECS and (controls[name] not in torch_backed or controls[name] == "adam")
             else pytest.param(name, marks=pytest.mark.slow) for name in sorted(controls)]
 
 
@@ -86,8 +96,9 @@ def controls_per_commit(controls) -> list:
 def test_correct_candidates_pass(control, hparams, tmp_path):
     """Every correct reimplementation passes its suite, on the first and the round-trip hparam sets (every set
     with ``-m slow``); in CI the controls of ``controls_per_commit``."""
-    code = run(tmp_path, f"suite={CONTROLS[control]}", f"candidate=optbench.mutants.{control}", "impl=[candidate]",
-               "dtype=[float64,float32]", "checks=[parity,roundtrip]", "steps=8", f"hparams={hparams}")
+    checks = ",".join(("parity", *trial_checks(SPECS.get(control))))
+    code = run(tmp_path, f"suite={CONTROLS[control]}", candidate(tmp_path, control), "impl=[candidate]",
+               "dtype=[float64,float32]", f"checks=[{checks}]", "steps=8", f"hparams={hparams}")
     assert code == 0, failing(tmp_path)
     verdicts = [r for r in rows(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert verdicts and all(r["impl"].startswith("candidate:") for r in verdicts)
@@ -97,12 +108,13 @@ def test_correct_candidates_pass(control, hparams, tmp_path):
 
 def per_commit(mutants) -> list:
     """Each mutant a parameter; in CI the first of each suite and every one caught by another check than parity,
-    the rest with ``-m slow`` (each takes the path its suite's first takes, on another bug)."""
+    the rest with ``-m slow`` (each takes the path its suite's first takes, on another bug; those judged through a
+    spec, the 8-bit ones, are run in CI by tests/test_quantized_pipeline.py)."""
     first = {}
-    for name in sorted(mutants):
+    for name in sorted(set(mutants) - set(SPECS)):
         first.setdefault(mutants[name], name)
-    return [name if name in first.values() or name in CAUGHT_BY else pytest.param(name, marks=pytest.mark.slow)
-            for name in sorted(mutants)]
+    return [name if name not in SPECS and (name in first.values() or name in CAUGHT_BY)
+            else pytest.param(name, marks=pytest.mark.slow) for name in sorted(mutants)]
 
 
 @pytest.mark.parametrize("mutant", per_commit(MUTANTS))
@@ -114,7 +126,7 @@ def test_mutants_are_caught_through_candidate(mutant, tmp_path):
     and float16 included, is ``optbench mutants``.)"""
     suite, check = MUTANTS[mutant], CAUGHT_BY.get(mutant, "parity")
     dtype = "float32" if "float32" in EXISTS_AT.get(mutant, ("float32",)) else EXISTS_AT[mutant][0]
-    code = run(tmp_path, f"suite={suite}", f"candidate=optbench.mutants.{mutant}", "impl=[candidate]",
+    code = run(tmp_path, f"suite={suite}", candidate(tmp_path, mutant), "impl=[candidate]",
                f"dtype={dtype}", f"checks=[{check}]", f"steps={SHOWS_BY.get(mutant, STEPS.get(suite, 8))}",
                "max_failures=1")
     assert code == 1, f"{mutant} slipped through"

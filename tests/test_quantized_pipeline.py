@@ -1,9 +1,11 @@
 """The quantized check end to end without bitsandbytes: an 8-bit AdamW written on optbench's own quantizer
-(``tests/candidates_8bit.py``) passes, in the parent's judgement, with parity and cross covering its 32-bit-state
-parameters; the same with another beta2 in its 8-bit step fails. An 8-bit Lion (one quantized moment) likewise."""
+(``optbench/mutants/blockwise_8bit.py``, the mutant catalogue's) passes, in the parent's judgement, with parity and
+cross covering its 32-bit-state parameters; the same with another beta2 in its 8-bit step fails. An 8-bit Lion (one
+quantized moment) likewise."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -11,16 +13,18 @@ import pytest
 
 from tests import warm_command
 
-SPEC = """
-class: tests.candidates_8bit.{cls}
-dtypes: [float32]
-quantized:
-  scheme: blockwise_8bit
-  blocksize: 256
-  min_size: 4096
-  moments: {moments}
-"""
-ADAM_MOMENTS = "{exp_avg: [state1, absmax1, qmap1], exp_avg_sq: [state2, absmax2, qmap2]}"
+
+def spec(tmp_path, cls: str, moments_of: str | None = None):
+    """The candidate spec the mutant catalogue judges ``cls`` through (with the quantized moments of ``moments_of``'s
+    spec instead, where given), as a file: ``candidate=`` it."""
+    from optbench.engine.mutants import spec_file
+    from optbench.mutants import SPECS
+
+    declared = copy.deepcopy(SPECS[f"blockwise_8bit.{cls}"])
+    if moments_of:
+        declared["quantized"]["moments"] = SPECS[f"blockwise_8bit.{moments_of}"]["quantized"]["moments"]
+    return spec_file(tmp_path, f"optbench.mutants.blockwise_8bit.{cls}", declared)
+
 RUN = ["run", "suite=adamw", "dtype=float32", "checks=[parity,cross,quantized]", "impl=[candidate,for-loop]",
        "hparams=[default]", "history_dir=null", "jobs=1"]
 
@@ -35,8 +39,7 @@ RUN = ["run", "suite=adamw", "dtype=float32", "checks=[parity,cross,quantized]",
 ])
 def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, failing):
     code = 1 if failing else 0
-    (tmp_path / "spec.yaml").write_text(SPEC.format(cls=cls, moments=ADAM_MOMENTS))
-    done = warm_command.run(*RUN, f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}",
+    done = warm_command.run(*RUN, f"candidate={spec(tmp_path, cls)}", f"out_dir={tmp_path / 'out'}",
                             timeout=300)
     assert done.returncode == code, done.stdout + done.stderr
     rows = [r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
@@ -50,9 +53,8 @@ def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, failing)
 
 
 def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path):
-    (tmp_path / "spec.yaml").write_text(SPEC.format(cls="NumpyAdamW8bit", moments=ADAM_MOMENTS))
     done = warm_command.run(*[a for a in RUN if not a.startswith("checks=")], "checks=[parity]",
-                            f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}", timeout=300)
+                            f"candidate={spec(tmp_path, 'NumpyAdamW8bit')}", f"out_dir={tmp_path / 'out'}", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert ("keeps quantized state for parameters of at least 4096 elements: parity leaves them to the quantized "
             "check, which this run does not select") in done.stdout, done.stdout
@@ -65,10 +67,9 @@ def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path)
 
 @pytest.mark.parametrize("cls, code", [("NumpyLion8bit", 0), ("WrongBeta1Lion8bit", 1)])
 def test_an_8bit_lion_keeps_one_quantized_moment_and_is_judged_by_lions_step(tmp_path, cls, code):
-    (tmp_path / "spec.yaml").write_text(SPEC.format(cls=cls, moments="{exp_avg: [state1, absmax1, qmap1]}"))
     done = warm_command.run("run", "suite=lion", "dtype=float32", "checks=[quantized]", "impl=[candidate]",
                             "hparams=[weight_decay]", "history_dir=null", "jobs=1",
-                            f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}", timeout=300)
+                            f"candidate={spec(tmp_path, cls)}", f"out_dir={tmp_path / 'out'}", timeout=300)
     assert done.returncode == code, done.stdout + done.stderr
     rows = {r["metric"]: r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
             if r["check"] == "quantized" and r["metric"] != "run.case_s"}
@@ -122,10 +123,10 @@ def test_the_quantized_sgd_step_judges_only_the_sets_that_keep_a_momentum_buffer
 def test_quantized_parameters_no_step_can_judge_are_said_unjudged(tmp_path):
     """A spec whose moments are not its suite's quantized step's (an Adam pair for Lion) leaves the quantized
     parameters to no check: the case is unsupported, saying why, on a line of its own naming them UNJUDGED."""
-    (tmp_path / "spec.yaml").write_text(SPEC.format(cls="NumpyLion8bit", moments=ADAM_MOMENTS))
     done = warm_command.run("run", "suite=lion", "dtype=float32", "checks=[parity,quantized]", "impl=[candidate]",
                             "hparams=[weight_decay]", "history_dir=null", "jobs=1",
-                            f"candidate={tmp_path / 'spec.yaml'}", f"out_dir={tmp_path / 'out'}", timeout=300)
+                            f"candidate={spec(tmp_path, 'NumpyLion8bit', moments_of='NumpyAdamW8bit')}",
+                            f"out_dir={tmp_path / 'out'}", timeout=300)
     assert ("4 parameters of quantized state UNJUDGED: its spec declares quantized exp_avg, exp_avg_sq; the quantized "
             "lion step keeps exp_avg, in that order") in done.stdout, done.stdout
     assert "1 case(s) of quantized skipped or unsupported" in done.stdout.splitlines()[-1]

@@ -1,7 +1,8 @@
-"""An 8-bit block-wise AdamW and Lion written on optbench's own float64 quantizer (no bitsandbytes): a parameter of at
-least ``min_8bit_size`` elements keeps its moments as uint8 codes with a float32 absmax per block of 256 (``state1``,
-``absmax1``, ``qmap1``; ``state2``...), a smaller one float32 moments (``exp_avg``, ``exp_avg_sq``). They exercise the
-quantized check where bitsandbytes is not installed; a beta for the 8-bit step can be set wrong (a mutant)."""
+"""8-bit block-wise AdamW and Lion written on optbench's own float64 quantizer (no bitsandbytes), and mutants of them
+that the quantized check must catch: a parameter of at least ``min_8bit_size`` elements keeps its moments as uint8
+codes with a float32 absmax per block of 256 (``state1``, ``absmax1``, ``qmap1``; ``state2``...), the layout of
+bitsandbytes' 8-bit optimizers, a smaller one float32 moments (``exp_avg``, ``exp_avg_sq``). Each is judged through the
+candidate spec in ``SPECS`` (the quantized state's layout), at float32: its step is float64 NumPy written back."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from optbench.reference._quantization import dynamic_map
 
 
 class NumpyAdamW8bit(torch.optim.Optimizer):
+    """Control: bitsandbytes' AdamW8bit's algorithm and state layout, its 8-bit step optbench's own reference's."""
+
     wrong_beta2: float | None = None  # a mutant's beta2 for its 8-bit step
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, min_8bit_size=4096):
@@ -66,6 +69,8 @@ class NumpyAdamW8bit(torch.optim.Optimizer):
 
 
 class WrongBeta2AdamW8bit(NumpyAdamW8bit):
+    """Mutant: its 8-bit step's second moment decays with beta2 = 0.99 whatever the group says."""
+
     wrong_beta2 = 0.99
 
 
@@ -78,6 +83,8 @@ class StuckStepAdamW8bit(NumpyAdamW8bit):
 
 
 class NumpyLion8bit(torch.optim.Optimizer):
+    """Control: bitsandbytes' Lion8bit's algorithm and state layout, its 8-bit step optbench's own reference's."""
+
     wrong_beta1: float | None = None  # a mutant's beta1 (the interpolation the sign is taken of) for its 8-bit step
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, min_8bit_size=4096):
@@ -114,4 +121,20 @@ class NumpyLion8bit(torch.optim.Optimizer):
 
 
 class WrongBeta1Lion8bit(NumpyLion8bit):
+    """Mutant: its 8-bit step takes the sign of the interpolation with beta1 = 0.99 whatever the group says."""
+
     wrong_beta1 = 0.99
+
+
+_QUANTIZED = {"scheme": "blockwise_8bit", "blocksize": 256, "min_size": 4096}
+_ADAMW_SPEC = {"dtypes": ["float32"], "quantized": {**_QUANTIZED, "moments": {
+    "exp_avg": ["state1", "absmax1", "qmap1"], "exp_avg_sq": ["state2", "absmax2", "qmap2"]}}}
+_LION_SPEC = {"dtypes": ["float32"],
+              "quantized": {**_QUANTIZED, "moments": {"exp_avg": ["state1", "absmax1", "qmap1"]}}}
+MUTANTS = {"WrongBeta2AdamW8bit": "adamw", "StuckStepAdamW8bit": "adamw", "WrongBeta1Lion8bit": "lion"}
+CONTROLS = {"NumpyAdamW8bit": "adamw", "NumpyLion8bit": "lion"}
+EXISTS_AT = dict.fromkeys([*MUTANTS, *CONTROLS], ("float32",))
+CAUGHT_BY = dict.fromkeys(MUTANTS, "quantized")
+# the candidate spec each is judged through (a spec file's keys but class): its quantized state's layout
+SPECS = {**dict.fromkeys(["NumpyAdamW8bit", "WrongBeta2AdamW8bit", "StuckStepAdamW8bit"], _ADAMW_SPEC),
+         **dict.fromkeys(["NumpyLion8bit", "WrongBeta1Lion8bit"], _LION_SPEC)}
