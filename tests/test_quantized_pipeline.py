@@ -130,3 +130,22 @@ def test_quantized_parameters_no_step_can_judge_are_said_unjudged(tmp_path):
     assert ("4 parameters of quantized state UNJUDGED: its spec declares quantized exp_avg, exp_avg_sq; the quantized "
             "lion step keeps exp_avg, in that order") in done.stdout, done.stdout
     assert "1 case(s) of quantized skipped or unsupported" in done.stdout.splitlines()[-1]
+
+
+def test_the_mutant_catalogue_judges_its_8bit_optimizers_through_their_spec_and_the_quantized_check():
+    """``optbench mutants`` runs each trial's ``CAUGHT_BY`` check, and for a spec declaring quantized state the
+    quantized check (its controls must pass it too), with that spec; the others parity and the round-trip."""
+    import json as json_
+
+    from optbench.engine.mutants import trials
+
+    found = {t.mutant: t for t in trials("optbench.mutants", None, ["adamw", "lion"])}
+    eight_bit = {name: t for name, t in found.items() if name.startswith("blockwise_8bit.")}
+    assert set(eight_bit) == {"blockwise_8bit." + c for c in ("NumpyAdamW8bit", "WrongBeta2AdamW8bit",
+                                                              "StuckStepAdamW8bit", "NumpyLion8bit",
+                                                              "WrongBeta1Lion8bit")}
+    for t in eight_bit.values():
+        assert t.checks == ("parity", "quantized") and t.dtype == "float32", t
+        assert json_.loads(t.spec)["quantized"]["moments"]["exp_avg"] == ["state1", "absmax1", "qmap1"]
+    assert found["adamw.SwappedStateDictAdamW"].checks == ("parity", "roundtrip")
+    assert found["adamw.SwappedStateDictAdamW"].spec is None
