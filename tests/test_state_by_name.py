@@ -321,3 +321,27 @@ def test_bitsandbytes_8bit_state_fits_by_its_maps_and_block_scales_and_another_p
         {"__bnb_optimizer_quant_state__": {"absmax1": torch.zeros(32)}}, odd)  # another parameter's scales
     assert "qmap2 has shape (16,), not (256,), a quantization map" in mismatch(
         {"__bnb_optimizer_quant_state__": {"qmap2": torch.zeros(16)}}, wide)
+
+
+def test_8bit_state_at_the_top_of_a_parameters_state_fits_by_its_codes_and_one_block_size():
+    """Another library's 8-bit block-wise state kept unnested (codes, maps and block scales at the top level, as
+    optbench's own 8-bit mutants keep it): beside uint8 codes of the parameter's shape, a 256-entry map and one scale
+    per block of one power-of-two size fit; scales of two block sizes, scales without codes, codes of another shape
+    and a map that is not float are refused."""
+    from optbench.state.validation import shape_mismatch
+
+    wide = torch.zeros(128, 32)  # 4096 elements: 16 blocks of 256
+
+    def state(**changed) -> dict:
+        codes = torch.zeros(128, 32, dtype=torch.uint8)
+        return {"step": 3, "state1": codes, "absmax1": torch.zeros(16), "qmap1": torch.zeros(256),
+                "state2": codes.clone(), "absmax2": torch.zeros(16), "qmap2": torch.zeros(256), **changed}
+
+    assert shape_mismatch(state(), wide) == "" and shape_mismatch(state(absmax1=torch.zeros(8),
+                                                                        absmax2=torch.zeros(8)), wide) == ""  # 512
+    assert "absmax1 has shape (16,), not a float vector beside the state's 8-bit codes" in shape_mismatch(
+        state(absmax2=torch.zeros(8)), wide)  # 256 and 512: no one block size
+    assert "absmax1 has shape (16,), the parameter has (128, 32)" in shape_mismatch(
+        {"exp_avg": torch.zeros(128, 32), "absmax1": torch.zeros(16)}, wide)  # no codes: not quantized state
+    assert "state1 has shape (128, 32), the parameter has (256, 16)" in shape_mismatch(state(), torch.zeros(256, 16))
+    assert "(it holds torch.int64)" in shape_mismatch(state(qmap1=torch.zeros(256, dtype=torch.int64)), wide)

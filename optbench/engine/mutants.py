@@ -84,11 +84,9 @@ def trials(catalogue: str, dtypes: list[str] | None, suites: list[str] | None, o
 
 
 def trial_checks(spec: dict | None) -> tuple[str, ...]:
-    """The checks beside parity a trial runs: the state_dict round-trip, or for an optimizer whose spec declares
-    quantized state the quantized check (its controls must pass it too). Such state with its block scales at the top
-    of a parameter's state, not nested as bitsandbytes nests them, is not one the by-name load takes yet, so these
-    trials leave the round-trip out."""
-    return ("quantized",) if spec and spec.get("quantized") else ("roundtrip",)
+    """The checks beside parity a trial runs: the state_dict round-trip, and for an optimizer whose spec declares
+    quantized state the quantized check (its controls must pass it too)."""
+    return ("roundtrip", "quantized") if spec and spec.get("quantized") else ("roundtrip",)
 
 
 def detecting(rows: list[dict]) -> list[str]:

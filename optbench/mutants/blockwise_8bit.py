@@ -15,7 +15,19 @@ from optbench.reference._blockwise_8bit_step import adamw_step, lion_step
 from optbench.reference._quantization import dynamic_map
 
 
-class NumpyAdamW8bit(torch.optim.Optimizer):
+class _Keeps8bitCodes(torch.optim.Optimizer):
+    """torch's ``load_state_dict`` casts every state tensor but ``step`` to a floating parameter's dtype: the uint8
+    codes are cast back after it (bitsandbytes keeps them out of that cast by nesting its quantized state)."""
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        for state in self.state.values():
+            for key in ("state1", "state2"):
+                if key in state and state[key].dtype != torch.uint8:
+                    state[key] = state[key].to(torch.uint8)
+
+
+class NumpyAdamW8bit(_Keeps8bitCodes):
     """Control: bitsandbytes' AdamW8bit's algorithm and state layout, its 8-bit step optbench's own reference's."""
 
     wrong_beta2: float | None = None  # a mutant's beta2 for its 8-bit step
@@ -82,7 +94,7 @@ class StuckStepAdamW8bit(NumpyAdamW8bit):
         self.state[p]["step"] = 0
 
 
-class NumpyLion8bit(torch.optim.Optimizer):
+class NumpyLion8bit(_Keeps8bitCodes):
     """Control: bitsandbytes' Lion8bit's algorithm and state layout, its 8-bit step optbench's own reference's."""
 
     wrong_beta1: float | None = None  # a mutant's beta1 (the interpolation the sign is taken of) for its 8-bit step

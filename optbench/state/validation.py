@@ -30,6 +30,12 @@ PARAMETER_SHAPED_KEYS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "e
 BNB_QUANT = "__bnb_optimizer_quant_state__."
 QUANTIZATION_MAP_KEYS = {BNB_QUANT + "qmap1": (256,), BNB_QUANT + "qmap2": (256,)}
 BLOCK_SCALE_KEYS = {BNB_QUANT + "absmax1": 256, BNB_QUANT + "absmax2": 256}
+# Another library's 8-bit block-wise state kept at the top of a parameter's state: recognised by its uint8 codes of the
+# parameter's shape; beside them, a float vector of 256 is a quantization map (one entry per code) and a float vector
+# of one element per block of a power-of-two size from 32 to 4096 is a block scale (the same size for every scale of
+# that state). A parameter that changed shape is still refused by its codes.
+CODE_MAP_SIZE = 256
+BLOCK_SIZES = tuple(2 ** k for k in range(5, 13))
 NEWER_GROUP_FLAGS = frozenset(FLAGS_NEWER_THAN_OLD_CHECKPOINTS)  # a checkpoint from an older torch lacks these
 _GROUP_IDS = ("params", "param_names")
 
@@ -56,10 +62,13 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
       ``k`` parameter-shaped buffers stacked, in every parameter's saved state) exactly ``(k, *parameter's shape)``
       (bitsandbytes' AdEMAMix keeps its two EMAs as ``state1`` of shape ``(2, *p.shape)``);
     * bitsandbytes' 8-bit quantization maps (``QUANTIZATION_MAP_KEYS``) their map's shape, and its block scales
-      (``BLOCK_SCALE_KEYS``) one element per block of the parameter.
+      (``BLOCK_SCALE_KEYS``) one element per block of the parameter; in a state holding uint8 codes of the
+      parameter's shape (8-bit block-wise state at its top level), a key none of these names that the optimizer does
+      not hold a float vector of ``CODE_MAP_SIZE`` (a map) or of one element per block (``block_sizes``).
 
     Of a 0-dim parameter every 0-dim tensor fits. Non-tensor values (an int step) are not checked."""
     want = tuple(param.shape)
+    blocked = block_sizes(state, param)
     for key, value in state.items():
         if not isinstance(value, torch.Tensor) or (value.dim() == 0 and param.dim() == 0):
             continue
@@ -85,6 +94,11 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
             ok, expect = True, ""
         elif key not in PARAMETER_SHAPED_KEYS and ours is None and 0 < value.dim() and _reduces(shape, want):
             ok, expect = True, ""  # a factor of the parameter's shape (transformers' Adafactor's exp_avg_sq_row)
+        elif key not in PARAMETER_SHAPED_KEYS and ours is None and blocked and value.dim() == 1 and shape != want:
+            ok = value.is_floating_point() and (shape == (CODE_MAP_SIZE,) or blocked.get(key) is not None)
+            expect = (f"a float vector beside the state's 8-bit codes: ({CODE_MAP_SIZE},), a quantization map, or one "
+                      f"scale per block of a size from {BLOCK_SIZES[0]} to {BLOCK_SIZES[-1]} shared by its scales"
+                      + ("" if value.is_floating_point() else f" (it holds {value.dtype})"))
         elif key not in PARAMETER_SHAPED_KEYS and ours is None and param.dim() == 0 and shape == (1,):
             ok, expect = True, ""  # a one-element vector kept for every parameter (bitsandbytes' unorm_vec)
         else:
@@ -94,6 +108,20 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
             return (f"{saved}, the parameter has {_fmt(want)}" if not expect
                     else f"{saved}, not {expect} (the parameter has {_fmt(want)})")
     return ""
+
+
+def block_sizes(state: dict, param) -> dict:
+    """Of a state holding uint8 codes of ``param``'s shape (8-bit block-wise state at its top level): its float
+    vectors other than the parameter's shape and ``CODE_MAP_SIZE`` -> the one block size (``BLOCK_SIZES``) that makes
+    each of them one scale per block, or None for all when no one size does; {} for any other state."""
+    want, n = tuple(param.shape), param.numel()
+    if not any(isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and tuple(v.shape) == want
+               for v in state.values()) or n == 0:
+        return {}
+    vectors = {k: v.shape[0] for k, v in state.items() if isinstance(v, torch.Tensor) and v.dim() == 1
+               and v.is_floating_point() and tuple(v.shape) not in (want, (CODE_MAP_SIZE,))}
+    sizes = [b for b in BLOCK_SIZES if all(length == -(-n // b) for length in vectors.values())]
+    return dict.fromkeys(vectors, sizes[-1] if sizes else None) if vectors else {"": None}
 
 
 def _reduces(shape: tuple, want: tuple) -> bool:
