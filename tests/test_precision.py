@@ -1,6 +1,7 @@
 """The precision gates: the one-step check, hyperparameter forms and lr schedules (docs/tolerances.md)."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -124,10 +125,19 @@ def test_a_missed_mutant_is_reported_with_its_size_in_the_missed_dtypes_eps():
     assert "MISSED (size at float32, in bfloat16 eps: one-step 1 (tol 16), drift 1)" in text, text
 
 
-def test_mutants_command_mistakes_are_one_line(capsys):
+def test_mutants_command_mistakes_are_one_line(capsys, tmp_path, monkeypatch):
     assert main(["mutants", "--catalogue", "no.such.package"]) == 2
     assert main(["mutants", "--dtype", "float8"]) == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 2
+    # a catalogue of one's own whose SPECS entry is not a spec (a set, not a mapping of plain values)
+    (tmp_path / "my_catalogue").mkdir()
+    (tmp_path / "my_catalogue" / "__init__.py").write_text(
+        "MUTANTS = {'m.Bad': 'adamw'}\nSPECS = {'m.Bad': {'dtypes': {'float32'}}}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [*sys.path])  # the catalogue is imported from the working directory
+    assert main(["mutants", "--catalogue", "my_catalogue"]) == 2
+    sys.modules.pop("my_catalogue", None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "SPECS['m.Bad'] is not a candidate spec" in err[2], err
 
 
 def test_a_tensor_form_far_from_its_float_twin_fails_and_a_copy_is_bit_exact():

@@ -75,12 +75,23 @@ def trials(catalogue: str, dtypes: list[str] | None, suites: list[str] | None, o
             for dtype in suite_dtypes:
                 if (dtypes and dtype not in dtypes) or dtype not in exists_at.get(mutant, REAL_DTYPES):
                     continue
-                spec = json.dumps(specs[mutant]) if mutant in specs else None
+                spec = spec_json(mutant, specs[mutant]) if mutant in specs else None
                 checks = tuple(dict.fromkeys(("parity", *trial_checks(specs.get(mutant)),
                                               caught_by.get(mutant, "parity"))))
                 out.append(Trial(mutant, suite_name, dtype, control, catalogue,
                                  int(steps.get(suite_name, DEFAULT_STEPS)), tuple(overrides), checks, spec))
     return out
+
+
+def spec_json(mutant: str, spec) -> str:
+    """A catalogue's ``SPECS`` entry as JSON; one that is not a mapping of plain values is the catalogue's mistake
+    (an AttributeError, which ``optbench mutants`` says in one line)."""
+    try:
+        if not isinstance(spec, dict) or "class" in spec:
+            raise TypeError("a spec file's keys but class")
+        return json.dumps(spec)
+    except (TypeError, ValueError) as exc:
+        raise AttributeError(f"SPECS[{mutant!r}] is not a candidate spec ({exc})") from None
 
 
 def trial_checks(spec: dict | None) -> tuple[str, ...]:
