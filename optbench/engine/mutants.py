@@ -71,13 +71,13 @@ def trials(catalogue: str, dtypes: list[str] | None, suites: list[str] | None, o
         for mutant, suite_name in sorted(found.items()):
             if suites and suite_name not in suites:
                 continue
+            spec = spec_json(mutant, specs[mutant]) if mutant in specs else None
+            checks = tuple(dict.fromkeys(("parity", *trial_checks(specs.get(mutant)),
+                                          caught_by.get(mutant, "parity"))))
             suite_dtypes = suite_by_name(suite_name).dtypes
             for dtype in suite_dtypes:
                 if (dtypes and dtype not in dtypes) or dtype not in exists_at.get(mutant, REAL_DTYPES):
                     continue
-                spec = spec_json(mutant, specs[mutant]) if mutant in specs else None
-                checks = tuple(dict.fromkeys(("parity", *trial_checks(specs.get(mutant)),
-                                              caught_by.get(mutant, "parity"))))
                 out.append(Trial(mutant, suite_name, dtype, control, catalogue,
                                  int(steps.get(suite_name, DEFAULT_STEPS)), tuple(overrides), checks, spec))
     return out

@@ -64,11 +64,12 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
     * bitsandbytes' 8-bit quantization maps (``QUANTIZATION_MAP_KEYS``) their map's shape, and its block scales
       (``BLOCK_SCALE_KEYS``) one element per block of the parameter; in a state holding uint8 codes of the
       parameter's shape (8-bit block-wise state at its top level), a key none of these names that the optimizer does
-      not hold a float vector of ``CODE_MAP_SIZE`` (a map) or of one element per block (``block_sizes``).
+      not hold a float vector of ``CODE_MAP_SIZE`` (a map) or of one element per block (``common_block_size``).
 
     Of a 0-dim parameter every 0-dim tensor fits. Non-tensor values (an int step) are not checked."""
     want = tuple(param.shape)
-    blocked = block_sizes(state, param)
+    codes = holds_8bit_codes(state, param)
+    block = codes and common_block_size(state, param)
     for key, value in state.items():
         if not isinstance(value, torch.Tensor) or (value.dim() == 0 and param.dim() == 0):
             continue
@@ -94,8 +95,8 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
             ok, expect = True, ""
         elif key not in PARAMETER_SHAPED_KEYS and ours is None and 0 < value.dim() and _reduces(shape, want):
             ok, expect = True, ""  # a factor of the parameter's shape (transformers' Adafactor's exp_avg_sq_row)
-        elif key not in PARAMETER_SHAPED_KEYS and ours is None and blocked and value.dim() == 1 and shape != want:
-            ok = value.is_floating_point() and (shape == (CODE_MAP_SIZE,) or blocked.get(key) is not None)
+        elif key not in PARAMETER_SHAPED_KEYS and ours is None and codes and value.dim() == 1 and shape != want:
+            ok = value.is_floating_point() and (shape == (CODE_MAP_SIZE,) or block is not None)
             expect = (f"a float vector beside the state's 8-bit codes: ({CODE_MAP_SIZE},), a quantization map, or one "
                       f"scale per block of a size from {BLOCK_SIZES[0]} to {BLOCK_SIZES[-1]} shared by its scales"
                       + ("" if value.is_floating_point() else f" (it holds {value.dtype})"))
@@ -110,18 +111,20 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
     return ""
 
 
-def block_sizes(state: dict, param) -> dict:
-    """Of a state holding uint8 codes of ``param``'s shape (8-bit block-wise state at its top level): its float
-    vectors other than the parameter's shape and ``CODE_MAP_SIZE`` -> the one block size (``BLOCK_SIZES``) that makes
-    each of them one scale per block, or None for all when no one size does; {} for any other state."""
+def holds_8bit_codes(state: dict, param) -> bool:
+    """Whether ``state`` holds uint8 codes of ``param``'s shape: 8-bit block-wise state kept at its top level."""
+    want = tuple(param.shape)
+    return any(isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and tuple(v.shape) == want
+               for v in state.values())
+
+
+def common_block_size(state: dict, param) -> int | None:
+    """The largest of ``BLOCK_SIZES`` that makes every float vector of ``state`` other than ``param``'s shape and a
+    map's (``CODE_MAP_SIZE``) one scale per block of ``param``; None when no one size does."""
     want, n = tuple(param.shape), param.numel()
-    if not any(isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and tuple(v.shape) == want
-               for v in state.values()) or n == 0:
-        return {}
-    vectors = {k: v.shape[0] for k, v in state.items() if isinstance(v, torch.Tensor) and v.dim() == 1
+    lengths = {v.shape[0] for v in state.values() if isinstance(v, torch.Tensor) and v.dim() == 1
                and v.is_floating_point() and tuple(v.shape) not in (want, (CODE_MAP_SIZE,))}
-    sizes = [b for b in BLOCK_SIZES if all(length == -(-n // b) for length in vectors.values())]
-    return dict.fromkeys(vectors, sizes[-1] if sizes else None) if vectors else {"": None}
+    return next((b for b in reversed(BLOCK_SIZES) if all(length == -(-n // b) for length in lengths)), None)
 
 
 def _reduces(shape: tuple, want: tuple) -> bool:

@@ -83,20 +83,8 @@ def _yaml_loader():
     loader = get_yaml_loader()
     if not getattr(yaml, "__with_libyaml__", False):
         return loader
-
-    class LibyamlOmegaConfLoader(yaml.CSafeLoader):
-        yaml_implicit_resolvers = loader.yaml_implicit_resolvers
-        yaml_constructors = loader.yaml_constructors
-
-        def construct_mapping(self, node, deep=False):
-            keys = [k.value for k, _ in node.value if k.tag == yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG]
-            if len(set(keys)) != len(keys):
-                twice = next(k for i, k in enumerate(keys) if k in keys[:i])
-                raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
-                                                        f"found duplicate key {twice}", node.start_mark)
-            return super().construct_mapping(node, deep=deep)
-
-    return LibyamlOmegaConfLoader
+    # libyaml's parser first in the order, OmegaConf's resolvers, constructors and duplicate-key check after it
+    return type("LibyamlOmegaConfLoader", (yaml.CSafeLoader, loader), {})
 
 
 @lru_cache(maxsize=256)
