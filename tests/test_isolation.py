@@ -304,7 +304,8 @@ def _interrupted(out: Path, signum: int, after_cases: int = 12) -> tuple[int, st
 @pytest.mark.parametrize("signum, code, resumes", [
     (signal.SIGINT, 130, True),
     pytest.param(signal.SIGTERM, 143, False, marks=pytest.mark.slow),  # (SIGINT's path; SIGTERM's 143: below)
-    (signal.SIGKILL, -9, True)])
+    pytest.param(signal.SIGKILL, -9, True, marks=pytest.mark.slow)])  # (SIGINT's resume; a SIGKILL'd run's workers:
+    # test_workers_die_with_a_run_killed_by_sigkill, in CI)
 def test_an_interrupted_run_says_incomplete_everywhere_and_resumes_to_the_uninterrupted_rows(
         uninterrupted, tmp_path, signum, code, resumes, capsys):
     """SIGTERM ends a run as SIGINT does (results.json written and marked), so only SIGINT's run (resumed from

@@ -64,6 +64,7 @@ class SGD(torch.optim.SGD):  # waits, while the test's file is there, once its l
 """
 
 
+@pytest.mark.slow  # (a resumed run's judge taking its twin from the killed run: tests/test_judge.py's cross, in CI)
 def test_a_resumed_run_judges_a_form_against_the_twin_the_killed_run_finished(tmp_path):
     """Killed after the float form: the resumed run's worker records the float form again as it rebuilds the group,
     and the judge compares each Tensor form with it (else their vs-float rows would be missing)."""

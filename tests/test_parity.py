@@ -141,12 +141,14 @@ def test_materialized_params_never_alias_the_workload():
     assert np.array_equal(wl.init["embed.weight"], before)
 
 
-@pytest.mark.parametrize("steps", [8, pytest.param(25, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("steps, dtypes", [(8, "float64"),
+                                           pytest.param(25, "[float64,float32]", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", optimizer_suite_names())
-def test_torch_for_loop_passes_every_hparam_set(name, steps, tmp_path):
-    """torch's for-loop against the reference, every hparam set, float64 and float32, 8 steps (25 with ``-m slow``):
+def test_torch_for_loop_passes_every_hparam_set(name, steps, dtypes, tmp_path):
+    """torch's for-loop against the reference, every hparam set: at float64 over 8 steps in CI (where the reference and
+    torch agree to a few eps, so a wrong branch of the reference shows), float64 and float32 over 25 with ``-m slow``:
     pass, or a declared deviation (xfail). This is the oracle agreeing with a correct torch."""
-    code = optbench.exit_code(optbench.run([f"suite={name}", "impl=[for-loop]", "dtype=[float64,float32]",
+    code = optbench.exit_code(optbench.run([f"suite={name}", "impl=[for-loop]", f"dtype={dtypes}",
                                             f"steps={steps}", "checks=[parity,deviations]", f"out_dir={tmp_path}"]))
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert code == 0, [(r["hparams"], r["dtype"], r["detail"]) for r in rows if r["status"] in ("fail", "error")]

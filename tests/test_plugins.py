@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from tests import warm_command
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -38,14 +40,18 @@ def site(tmp_path_factory) -> Path:
     return target
 
 
-def optbench(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+def optbench(site: Path, *args: str, cwd: Path, fresh: bool = False) -> subprocess.CompletedProcess:
+    """``python -m optbench ARGS`` with the plugins on PYTHONPATH: a new interpreter where ``fresh`` (what it finds
+    as it starts is the subject), else forked from the tests' command server started with that environment."""
     env = {**os.environ, "PYTHONPATH": str(site), "OPTBENCH_PLOTS": "false", "OPTBENCH_HISTORY_DIR": ""}
+    if not fresh:
+        return warm_command.run(*args, cwd=cwd, env=env)
     return subprocess.run([sys.executable, "-m", "optbench", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)
 
 
 def test_optbench_list_shows_each_plugin_and_where_it_came_from(site, tmp_path):
-    proc = optbench(site, "list", cwd=tmp_path)
+    proc = optbench(site, "list", cwd=tmp_path, fresh=True)
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())
     assert "optbench.suites example = optbench_plugin_example (from optbench-plugin-example 0.1.0)" in out, out

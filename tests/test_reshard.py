@@ -128,6 +128,7 @@ def test_bad_values_are_one_line_exit_2(value, capsys, tmp_path):
     assert err.startswith("optbench: error: reshard.") and "\n" not in err
 
 
+@pytest.mark.slow  # (the command's path is every CLI test's; resharding 2 -> 1 rank, 1 -> 2: above, in CI)
 def test_cli_as_a_user_runs_it(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "optbench", "run", "suite=adamw", "checks=[reshard]",

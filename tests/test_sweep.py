@@ -62,6 +62,7 @@ def test_joblib_sweep_merges_both_jobs_exit_0(tmp_path, monkeypatch, capsys):
     assert "verdict: PASS" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # (the submitit_local sweep below takes the same merge, journal and worst-exit path, in CI)
 @pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None,
                     reason="hydra-joblib-launcher is not installed (pip install 'optbench[sweep]')")
 def test_joblib_sweep_exit_code_is_the_worst_jobs(tmp_path, monkeypatch):

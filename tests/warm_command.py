@@ -105,7 +105,6 @@ class _Server:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen([sys.executable, "-c", BOOT, str(theirs.fileno())], pass_fds=[theirs.fileno()],
                                      stdin=subprocess.DEVNULL, start_new_session=True, env=env)
-        self.key = _keyed(env)
         theirs.close()
         self.sock = ours
         ready = json.loads(self.sock.recv(4096))
@@ -142,7 +141,8 @@ def _keyed(env: dict) -> dict:
     return {k: v for k, v in env.items() if k not in UNKEYED}  # (as optbench's zygotes are chosen)
 
 
-_SERVER: dict[str, _Server] = {}
+_SERVERS: dict[str, _Server] = {}  # by environment, the most recently used last
+KEPT = 2  # servers kept at once (each holds ~0.5 GB): the tests' own environment and one other (a plugin's path, say)
 _LOCK = threading.Lock()
 
 
@@ -150,13 +150,16 @@ def run(*args, cwd=ROOT, env: dict | None = None, timeout: float | None = 600,
         module: str = "optbench") -> subprocess.CompletedProcess:
     """``subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True,
     text=True, timeout=timeout)``, forked from this pytest process's command server for ``env`` (started at the
-    first call with it; one server is kept, replaced when the environment changes)."""
+    first call with it; the ``KEPT`` most recently used are kept)."""
     assert module in MODULES, module
     env = dict(os.environ if env is None else env)
+    key = json.dumps(_keyed(env), sort_keys=True)
     with _LOCK:
-        server = _SERVER.get("server")
-        if server is None or server.proc.poll() is not None or server.key != _keyed(env):
-            if server is not None:
-                server.close()
-            server = _SERVER["server"] = _Server(env)
+        server = _SERVERS.pop(key, None)
+        if server is not None and server.proc.poll() is not None:
+            server.close()
+            server = None
+        while len(_SERVERS) >= KEPT:
+            _SERVERS.pop(next(iter(_SERVERS))).close()
+        server = _SERVERS[key] = server or _Server(env)
         return server.run(module, [str(a) for a in args], cwd, env, timeout)
