@@ -62,6 +62,7 @@ def test_a_plain_reference_module_and_a_declared_roofline_from_the_working_direc
         "built-in name from 'optbench list', or a module importable from the working directory)")
 
 
+@pytest.mark.slow  # (a sweep's jobs merged in CI: tests/test_sweep.py; a candidate labelled module.Class: every run)
 def test_two_classes_of_one_name_are_told_apart_in_a_sweep(tmp_path):
     cwd = project(tmp_path)
     done = warm_command.run("run", "-m", "--config-dir", "conf", "suite=mylion",

@@ -214,7 +214,8 @@ def test_a_sign_decided_by_rounding_is_left_out_and_a_wrong_lion_still_fails_at_
         assert run_lion(mutant, tmp_path / mutant) == 1, mutant
 
 
-@pytest.mark.parametrize("library", ["lion_pytorch", "pytorch_optimizer"])
+# (in CI pytorch-optimizer's: a third-party Lion at every dtype; rounding's signs left out at bfloat16: the test above)
+@pytest.mark.parametrize("library", [pytest.param("lion_pytorch", marks=pytest.mark.slow), "pytorch_optimizer"])
 def test_third_party_lions_at_every_dtype(library, tmp_path):
     """lion-pytorch passes suite=lion at float64, float32 and bfloat16 (its bfloat16 signs near 0 are rounding's:
     left out, counted); pytorch-optimizer's Lion steps right, and fails only the name_aware round-trip: its own

@@ -251,8 +251,13 @@ def test_installed_console_script_end_to_end(tmp_path):
     rerendered = subprocess.run([exe, "report", str(out), "--out", str(tmp_path / "again")],
                                 capture_output=True, text=True)
     assert rerendered.returncode == 0 and (tmp_path / "again" / "report.md").is_file()
-    listing = subprocess.run([exe, "list"], capture_output=True, text=True)
-    assert listing.returncode == 0 and "lbfgs" in listing.stdout and "fused" in listing.stdout
+
+
+def test_list_names_the_suites_and_the_variants(capsys):
+    """``optbench list`` (a new interpreter's listing, plugins and all: tests/test_plugins.py)."""
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "lbfgs" in out and "fused" in out and "adafactor" in out
 
 
 def test_cfg_job_prints_config_without_running(capsys, tmp_path, monkeypatch):

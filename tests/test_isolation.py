@@ -25,7 +25,7 @@ from tests.conftest import run_inline
 REPO = Path(__file__).parents[1]
 # one case worker: what a candidate does to its worker needs no second (the rows with 2 workers: PLAIN_RUN)
 CANDIDATE_RUN = ["jobs=1", "suite=sgd", "dtype=float32", "impl=[for-loop,candidate]", "options={lr: 0.1}",
-                 "checks=[parity,cross]", "history_dir=null"]
+                 "checks=[parity,cross]", "steps=8", "history_dir=null"]
 # five of SGD's hparam sets (the round-trip's among them): units enough to share among workers and to interrupt
 PLAIN_RUN = ["jobs=2", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]",
              "checks=[parity,cross,roundtrip,errors]", "steps=5", "history_dir=null",

@@ -40,7 +40,7 @@ from optbench.workloads import build
 from tests import warm_command
 
 CPU = torch.device("cpu")
-RUN = ["run", "suite=sgd", "dtype=float32", "jobs=1", "checks=[parity]", "hparams=[default,momentum]",
+RUN = ["run", "suite=sgd", "dtype=float32", "jobs=1", "checks=[parity]", "hparams=[default,momentum]", "steps=8",
        "history_dir=null"]
 DOUBLES_LR = """
 class SGD(torch.optim.SGD):  # steps with twice its lr: a wrong SGD

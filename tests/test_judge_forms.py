@@ -12,7 +12,7 @@ from optbench.journal import JOURNAL
 from tests import warm_command
 from tests.test_judge import DOUBLES_LR, HOSTILE, killed_after
 
-RUN = ["run", "suite=sgd", "dtype=float32", "checks=[forms]", "impl=[candidate]", "history_dir=null"]
+RUN = ["run", "suite=sgd", "dtype=float32", "checks=[forms]", "impl=[candidate]", "steps=8", "history_dir=null"]
 
 
 def form_rows(out):

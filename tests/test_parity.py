@@ -141,20 +141,27 @@ def test_materialized_params_never_alias_the_workload():
     assert np.array_equal(wl.init["embed.weight"], before)
 
 
-@pytest.mark.parametrize("steps, dtypes", [(8, "float64"),
-                                           pytest.param(25, "[float64,float32]", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("steps, dtypes", [(8, ["float64"]),
+                                           pytest.param(25, ["float64", "float32"], marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", optimizer_suite_names())
 def test_torch_for_loop_passes_every_hparam_set(name, steps, dtypes, tmp_path):
     """torch's for-loop against the reference, every hparam set: at float64 over 8 steps in CI (where the reference and
-    torch agree to a few eps, so a wrong branch of the reference shows), float64 and float32 over 25 with ``-m slow``:
-    pass, or a declared deviation (xfail). This is the oracle agreeing with a correct torch."""
-    code = optbench.exit_code(optbench.run([f"suite={name}", "impl=[for-loop]", f"dtype={dtypes}",
-                                            f"steps={steps}", "checks=[parity,deviations]", f"out_dir={tmp_path}"]))
-    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
-    assert code == 0, [(r["hparams"], r["dtype"], r["detail"]) for r in rows if r["status"] in ("fail", "error")]
-    verdicts = [r for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
-    assert verdicts and {r["status"] for r in verdicts} <= {"pass", "xfail"}
-    assert {r["tensor"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"]} - {"param"}  # state compared
+    torch agree to a few eps, so a wrong branch of the reference shows; at float32 too where every float64 tensor of
+    the suite is a declared deviation, asgd's and nadam's), float64 and float32 over 25 with ``-m slow``: pass, or a
+    declared deviation (xfail). This is the oracle agreeing with a correct torch."""
+    judged = set()
+    for dtype in dtypes + (["float32"] if dtypes == ["float64"] else []):
+        out = tmp_path / dtype
+        code = optbench.exit_code(optbench.run([f"suite={name}", "impl=[for-loop]", f"dtype={dtype}",
+                                                f"steps={steps}", "checks=[parity,deviations]", f"out_dir={out}"]))
+        rows = json.loads((out / "results.json").read_text())["rows"]
+        assert code == 0, [(r["hparams"], r["dtype"], r["detail"]) for r in rows if r["status"] in ("fail", "error")]
+        verdicts = [r for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
+        assert verdicts and {r["status"] for r in verdicts} <= {"pass", "xfail"}
+        judged |= {r["tensor"] for r in rows if r["metric"] == "parity.max_err_eps" and r["fqn"]} - {"param"}
+        if judged and len(dtypes) == 1:
+            break  # CI: float32 only where float64 judged no state
+    assert judged  # state compared
 
 
 def test_a_failing_case_names_its_worst_departure_beside_its_first(tmp_path):
