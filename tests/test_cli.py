@@ -91,14 +91,18 @@ def controls_per_commit(controls) -> list:
             else pytest.param(name, marks=pytest.mark.slow) for name in sorted(controls)]
 
 
-@pytest.mark.parametrize("hparams", ["default", pytest.param("all", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("hparams, dtypes", [("default", "float64"),
+                                             pytest.param("all", "[float64,float32]", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("control", controls_per_commit(CONTROLS))
-def test_correct_candidates_pass(control, hparams, tmp_path):
-    """Every correct reimplementation passes its suite, on the first and the round-trip hparam sets (every set
-    with ``-m slow``); in CI the controls of ``controls_per_commit``."""
+def test_correct_candidates_pass(control, hparams, dtypes, tmp_path):
+    """Every correct reimplementation passes its suite, on the first and the round-trip hparam sets at float64, where
+    the reference and a correct step agree to a few eps (every set at float64 and float32 with ``-m slow``); in CI
+    the controls of ``controls_per_commit``."""
     checks = ",".join(("parity", *trial_checks(SPECS.get(control))))
+    declared = (SPECS.get(control) or {}).get("dtypes")  # a spec's dtypes (the 8-bit ones: float32 only)
     code = run(tmp_path, f"suite={CONTROLS[control]}", candidate(tmp_path, control), "impl=[candidate]",
-               "dtype=[float64,float32]", f"checks=[{checks}]", "steps=8", f"hparams={hparams}")
+               f"dtype=[{','.join(declared)}]" if declared else f"dtype={dtypes}", f"checks=[{checks}]", "steps=8",
+               f"hparams={hparams}")
     assert code == 0, failing(tmp_path)
     verdicts = [r for r in rows(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""]
     assert verdicts and all(r["impl"].startswith("candidate:") for r in verdicts)

@@ -29,18 +29,22 @@ def optbench(tmp_path, *args, python=False, timeout=600):
     return subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
 
 
-def test_triton_kernel_is_at_parity_in_the_interpreter(tmp_path):
+ALL_DTYPES = ("float64", "float32", "bfloat16", "float16")
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float16"),  # in CI: a 32-bit and a 16-bit kernel
+                                    pytest.param(ALL_DTYPES, marks=pytest.mark.slow)])
+def test_triton_kernel_is_at_parity_in_the_interpreter(tmp_path, dtypes):
     proc = optbench(tmp_path, "run", "suite=adafactor", f"hparams={SETS}",
-                    f"candidate={TRITON}", "impl=[candidate]", "dtype=all", "checks=[parity]", "steps=2", *WORKLOAD,
-                    f"out_dir={tmp_path / 'run'}")
+                    f"candidate={TRITON}", "impl=[candidate]", f"dtype=[{','.join(dtypes)}]", "checks=[parity]",
+                    "steps=2", *WORKLOAD, f"out_dir={tmp_path / 'run'}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = json.loads((tmp_path / "run" / "results.json").read_text())["rows"]
     verdicts = {(r["dtype"], r["hparams"]): r["status"] for r in rows
                 if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
     # explicit_eps is not a float16 configuration (eps1 = 1e-30 squares to 0): the suite leaves it out there
-    dtypes = ("float64", "float32", "bfloat16", "float16")
     assert verdicts == {**{(d, "decay_maximize_groups"): "pass" for d in dtypes},
-                        **{(d, "explicit_eps"): "pass" for d in dtypes[:3]}}, verdicts
+                        **{(d, "explicit_eps"): "pass" for d in dtypes if d != "float16"}}, verdicts
 
 
 def test_triton_mutants_are_caught_in_the_interpreter(tmp_path):
