@@ -10,6 +10,7 @@ unless that is a submodule) and on ``pkg.name`` when that is a module.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     return {m for m in out if m in known and m != name}
 
 
+@functools.cache  # the files are read once per session: the tests only read the graph
 def graph() -> dict[str, set[str]]:
     found = modules()
     return {name: imports(name, path, set(found)) for name, path in found.items()}
