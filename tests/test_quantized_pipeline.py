@@ -135,8 +135,6 @@ def test_quantized_parameters_no_step_can_judge_are_said_unjudged(tmp_path):
 def test_the_mutant_catalogue_judges_its_8bit_optimizers_through_their_spec_and_the_quantized_check():
     """``optbench mutants`` runs parity, the round-trip and each trial's ``CAUGHT_BY`` check, and for a spec declaring
     quantized state the quantized check (its controls must pass it too), with that spec."""
-    import json as json_
-
     from optbench.engine.mutants import trials
 
     found = {t.mutant: t for t in trials("optbench.mutants", None, ["adamw", "lion"])}
@@ -146,6 +144,6 @@ def test_the_mutant_catalogue_judges_its_8bit_optimizers_through_their_spec_and_
                                                               "WrongBeta1Lion8bit")}
     for t in eight_bit.values():
         assert t.checks == ("parity", "roundtrip", "quantized") and t.dtype == "float32", t
-        assert json_.loads(t.spec)["quantized"]["moments"]["exp_avg"] == ["state1", "absmax1", "qmap1"]
+        assert json.loads(t.spec)["quantized"]["moments"]["exp_avg"] == ["state1", "absmax1", "qmap1"]
     assert found["adamw.SwappedStateDictAdamW"].checks == ("parity", "roundtrip")
     assert found["adamw.SwappedStateDictAdamW"].spec is None
