@@ -281,3 +281,18 @@ def test_hparams_runs_only_the_named_sets(tmp_path):
                "checks=[parity]", "steps=2") == 0
     verdicts = {r["hparams"] for r in rows(tmp_path) if r["metric"] == "parity.max_err_eps" and r["fqn"] == ""}
     assert verdicts == {"lr", "weight_decay"}
+
+
+def test_the_check_before_the_run_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """``optbench run`` checks out_dir is writable before Hydra composes the run again; the default out_dir names
+    the time, so the run may write a second later into another folder: the check's own folder must not stay behind
+    (an empty one beside every such run). Here the run itself does nothing."""
+    import optbench.cli.run as run_command
+
+    monkeypatch.setattr(run_command, "run_app", lambda: None)
+    out = tmp_path / "reports" / "new"
+    assert main(["run", "suite=sgd", "impl=[for-loop]", "dtype=float32", "checks=[parity]", f"out_dir={out}"]) == 0
+    assert not out.exists() and (tmp_path / "reports").is_dir()
+    out.mkdir()  # a folder that was there stays
+    assert main(["run", "suite=sgd", "impl=[for-loop]", "dtype=float32", "checks=[parity]", f"out_dir={out}"]) == 0
+    assert out.is_dir()

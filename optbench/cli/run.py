@@ -84,7 +84,7 @@ def run_command(args: list[str]) -> int:
         from optbench.engine.out_dir import make_writable
 
         # validates suite, device, dtypes, impls, candidate, options, jobs, out_dir; writes nothing
-        make_writable(validated(flags.overrides, config_dirs, keep_plan=True).results.out_dir)
+        make_writable(validated(flags.overrides, config_dirs, keep_plan=True).results.out_dir, keep=False)
     _exit_codes.clear()
     saved_argv = sys.argv
     sys.argv = ["optbench run", *args, *search_path()]  # the plugins' suites (--config-dir's: Hydra's own flag)

@@ -42,9 +42,11 @@ def refuse_reuse(out_dir: Path, written_by_hydra: bool = False) -> None:
 PROBE_BYTES = 1 << 20  # written and synced before a run: more than what Hydra and the journal write first
 
 
-def make_writable(out_dir: Path) -> None:
+def make_writable(out_dir: Path, keep: bool = True) -> None:
     """Create ``out_dir`` if need be and write ``PROBE_BYTES`` there, synced (a full disk fails the sync where it did
-    not fail the write); a UsageError naming why not, and nothing left behind (a folder it made is removed)."""
+    not fail the write); a UsageError naming why not, and nothing left behind (a folder it made is removed). With
+    ``keep=False`` a folder it made is removed once the probe passed too: a check before the run, which may name its
+    folder anew (the default out_dir's time, a second later) and must not leave an empty one behind."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"out_dir {out_dir}: exists and is not a directory")
     made = not out_dir.exists()
@@ -56,6 +58,8 @@ def make_writable(out_dir: Path) -> None:
             f.flush()
             os.fsync(f.fileno())
         probe.unlink()
+        if made and not keep:
+            out_dir.rmdir()
     except OSError as exc:
         try:  # nothing left behind, where there is anything
             probe.unlink(missing_ok=True)
