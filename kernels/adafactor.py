@@ -61,7 +61,7 @@ def _flags() -> tuple[str, list[str], list[str]]:
 
 
 def build():
-    """The compiled extension (built once per process, cached on disk by torch)."""
+    """The compiled extension's operators (``build().step``), built once per process, cached on disk by torch."""
     if "module" not in _BUILT:
         if "error" in _BUILT:
             raise RuntimeError(_BUILT["error"])
@@ -71,8 +71,9 @@ def build():
             suffix, cflags, ldflags = _flags()
             name = f"optbench_adafactor_{suffix}"
             with _build_guard(name):
-                _BUILT["module"] = load(name=name, sources=[str(s) for s in SOURCES], extra_cflags=cflags,
-                                        extra_ldflags=ldflags, verbose=False)
+                load(name=name, sources=[str(s) for s in SOURCES], extra_cflags=cflags, extra_ldflags=ldflags,
+                     is_python_module=False, verbose=False)  # (registers the operator torch.ops.<name>.step)
+            _BUILT["module"] = getattr(torch.ops, name)
         except Exception as exc:
             lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
             reason = next((ln for ln in lines if "error" in ln.lower() and ln != lines[0]), lines[0])
@@ -119,6 +120,12 @@ def _scalar_dtype() -> torch.dtype:
     return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
 
 
+def _step_fits(step) -> bool:
+    """Whether the C++ kernel steps ``step`` in place: a CPU float32 or float64 scalar tensor (torch's own)."""
+    return (torch.is_tensor(step) and step.device.type == "cpu" and step.numel() == 1
+            and step.dtype in (torch.float32, torch.float64))
+
+
 class Adafactor(Optimizer):
     """torch.optim.Adafactor's algorithm fused: one C++ step per param group on CPU, Triton kernels on CUDA
     (module docstring)."""
@@ -155,6 +162,7 @@ class Adafactor(Optimizer):
         defaults = {"lr": lr, "beta2_decay": beta2_decay, "eps": eps, "d": d, "weight_decay": weight_decay,
                     "foreach": foreach, "maximize": maximize}
         super().__init__(params, defaults)
+        self.register_load_state_dict_post_hook(_loaded_steps_as_tensors)
         devices = {p.device.type for g in self.param_groups for p in g["params"]}
         if "cpu" in devices and self.backend == "auto":
             build()
@@ -167,7 +175,7 @@ class Adafactor(Optimizer):
             group.setdefault("foreach", None)
             for p in group["params"]:
                 p_state = self.state.get(p, [])
-                if len(p_state) != 0 and not torch.is_tensor(p_state["step"]):
+                if len(p_state) != 0 and not _step_fits(p_state["step"]):
                     p_state["step"] = torch.tensor(float(p_state["step"]), dtype=_scalar_dtype())
 
     @torch.no_grad()
@@ -211,9 +219,11 @@ class Adafactor(Optimizer):
             on_cpu = [i for i, p in enumerate(params) if p.device.type == "cpu" and self.backend == "auto"]
             if on_cpu:
                 pick = lambda xs: [xs[i] for i in on_cpu]  # noqa: E731
-                build().step(pick(params), pick(grads), pick(steps), pick(row_vars), pick(col_vars), pick(variances),
-                             hp["lr"], hp["beta2_decay"], hp["eps1"], hp["eps2"], hp["d"], hp["weight_decay"],
-                             hp["maximize"])
+                mutated = [pick(params), pick(steps), pick(row_vars), pick(col_vars), pick(variances)]
+                build().step(mutated[0], pick(grads), *mutated[1:], hp["lr"], hp["beta2_decay"], hp["eps1"], hp["eps2"],
+                             hp["d"], hp["weight_decay"], hp["maximize"])
+                # written through their memory: autograd must see them changed (the stable ABI cannot say so)
+                torch.autograd.graph.increment_version([t for ts in mutated for t in ts if t is not None])
             rest = [i for i in range(len(params)) if i not in set(on_cpu)] if on_cpu else range(len(params))
             if rest:
                 if getattr(self, "_triton_plans", None) is None:  # per bucket; not state: never saved
@@ -222,6 +232,14 @@ class Adafactor(Optimizer):
                              [(params[i], grads[i], steps[i], row_vars[i], col_vars[i], variances[i]) for i in rest],
                              hp, self._mutation)
         return loss
+
+
+def _loaded_steps_as_tensors(optimizer: Adafactor) -> None:
+    """After load_state_dict: a step torch's Adafactor would count on (a Python number, an integer tensor) as the
+    CPU float scalar the kernel counts in, its value kept."""
+    for p_state in optimizer.state.values():
+        if "step" in p_state and not _step_fits(p_state["step"]):
+            p_state["step"] = torch.tensor(float(p_state["step"]), dtype=_scalar_dtype())
 
 
 class TritonAdafactor(Adafactor):

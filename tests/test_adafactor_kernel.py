@@ -234,6 +234,42 @@ def test_state_dict_from_torch_continues_as_torch_does():
     assert back.state_dict()["state"][0]["step"].item() == 6.0
 
 
+def test_autograd_sees_every_tensor_the_step_changed():
+    """The kernel writes through memory; as torch's in-place steps do, each tensor it changed has its version bumped,
+    so a graph that saved a parameter refuses to backpropagate through the value the step overwrote."""
+    p, q = torch.nn.Parameter(torch.randn(6, 5)), torch.nn.Parameter(torch.randn(7))
+    opt = Adafactor([p, q])
+    p.grad, q.grad = torch.randn_like(p), torch.randn_like(q)
+    opt.step()
+    changed = [p, q, *opt.state[p].values(), *opt.state[q].values()]
+    before = [t._version for t in changed]
+    loss = (p * p).sum() + (q * q).sum()
+    opt.step()
+    assert all(t._version > v for t, v in zip(changed, before)), [t._version - v for t, v in zip(changed, before)]
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_a_loaded_step_of_another_kind_counts_on_and_a_misfit_one_is_refused():
+    """A step torch's Adafactor would count on (an integer tensor, as another library may save it) is loaded as the
+    float scalar the kernel counts in, its value kept; one set by hand that the kernel cannot count in is refused in
+    one line, before anything changes."""
+    p = torch.nn.Parameter(torch.randn(4, 3))
+    opt = Adafactor([p])
+    p.grad = torch.randn_like(p)
+    opt.step()
+    saved = opt.state_dict()
+    saved["state"][0]["step"] = torch.tensor(7)
+    opt.load_state_dict(saved)
+    opt.step()
+    assert opt.state[p]["step"].dtype == torch.float32 and opt.state[p]["step"].item() == 8.0
+    opt.state[p]["step"] = torch.tensor([8.0, 8.0])
+    before = p.detach().clone()
+    with pytest.raises(RuntimeError, match="a step must be a CPU float32 or float64 scalar tensor"):
+        opt.step()
+    assert torch.equal(p.detach(), before)
+
+
 def test_zero_size_parameters_get_state_and_step_only():
     shapes = [(0,), (0, 5), (4, 0), (2, 0, 3), (5, 6)]
     params = [torch.nn.Parameter(torch.randn(s)) for s in shapes]

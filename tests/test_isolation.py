@@ -500,7 +500,9 @@ def test_sigterm_while_planning_says_so_and_is_never_a_pass(tmp_path):
                              f"out_dir={tmp_path / 'run'}", "history_dir=null"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     assert proc.stdout.readline().startswith("optbench: 1 suite(s) (adafactor)")  # planning starts after this line
-    time.sleep(3)  # the kernel build takes longer than this on any machine
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "ext").glob("*/build.ninja")) and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the kernel's build has begun (it then takes seconds)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 143, out
