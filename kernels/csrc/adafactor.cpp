@@ -14,7 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
+#include <utility>
 #include <optional>
 #include <vector>
 
@@ -39,23 +39,29 @@ Dtype dtype_of(ScalarType t) {
   return Dtype::Float;
 }
 
-bool same_sizes(const Tensor& a, const Tensor& b) {
-  if (a.dim() != b.dim()) return false;
-  for (int64_t k = 0; k < a.dim(); ++k) {
-    if (a.size(k) != b.size(k)) return false;
+// What the checks and the step read of a tensor, each asked of torch once (a stable-ABI query is a call
+// into libtorch: asked again and again they cost microseconds per tensor, which many small tensors feel).
+struct Meta {
+  ScalarType type;
+  bool cpu;
+  torch::headeronly::IntHeaderOnlyArrayRef sizes;
+  int64_t dim, numel;
+  explicit Meta(const Tensor& t) : type(t.scalar_type()), cpu(t.is_cpu()), sizes(t.sizes()), dim(sizes.size()) {
+    numel = 1;
+    for (const int64_t s : sizes) numel *= s;
   }
-  return true;
-}
+  bool same_shape(const Meta& o) const { return sizes.equals(o.sizes); }
+  bool fits(const Meta& param, int64_t count) const { return cpu && type == param.type && numel == count; }
+};
 
 // A step as torch keeps it: a CPU float32 (float64 under a float64 default dtype) scalar tensor.
-bool step_fits(const Tensor& step) {
-  return step.is_cpu() && step.numel() == 1 &&
-         (step.scalar_type() == ScalarType::Float || step.scalar_type() == ScalarType::Double);
+bool step_fits(const Meta& step) {
+  return step.cpu && step.numel == 1 && (step.type == ScalarType::Float || step.type == ScalarType::Double);
 }
 
 // step += 1 in the step's own dtype (step_fits) and its value.
-double advance(const Tensor& step) {
-  if (step.scalar_type() == ScalarType::Float) {
+double advance(const Tensor& step, ScalarType type) {
+  if (type == ScalarType::Float) {
     float* s = static_cast<float*>(step.data_ptr());
     *s += 1.0f;
     return *s;
@@ -65,82 +71,92 @@ double advance(const Tensor& step) {
   return *s;
 }
 
-Tensor as_contiguous(const Tensor& t) { return t.is_contiguous() ? t : torch::stable::contiguous(t); }
-
-// A contiguous tensor to compute in (t itself, a contiguous view of it, or a copy written back afterwards).
-struct Work {
-  Tensor t;  // (a handle: the caller's tensor itself)
-  Tensor c;
-  bool copy;
-  Work(Tensor t_, Tensor c_) : t(std::move(t_)), c(std::move(c_)), copy(c.data_ptr() != t.data_ptr()) {}
-  void done() {
-    if (copy) torch::stable::copy_(t, c);
+// A tensor to compute in: t itself where contiguous, else a contiguous view of it (`view`: a column-major
+// weight's transpose) or a copy, written back after the step.
+struct Contiguous {
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (the caller's tensor, its copy)
+  void* of(const Tensor& t, const Tensor* view = nullptr) {
+    if (view != nullptr) return view->data_ptr();
+    if (t.is_contiguous()) return t.data_ptr();
+    return copies.emplace_back(t, torch::stable::contiguous(t)).second.data_ptr();
+  }
+  void write_back() {
+    for (auto& [t, c] : copies) torch::stable::copy_(t, c);
   }
 };
 
-void step(std::vector<Tensor> params, std::vector<Tensor> grads, std::vector<Tensor> steps, OptionalTensors row_vars,
-          OptionalTensors col_vars, OptionalTensors variances, double lr, double beta2_decay,
-          std::optional<double> eps1, double eps2, double d, double weight_decay, bool maximize) {
+void step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& steps,
+          const OptionalTensors& row_vars, const OptionalTensors& col_vars, const OptionalTensors& variances,
+          double lr, double beta2_decay, std::optional<double> eps1, double eps2, double d, double weight_decay,
+          bool maximize) {
   const size_t count = params.size();
   STD_TORCH_CHECK(grads.size() == count && steps.size() == count && row_vars.size() == count &&
                       col_vars.size() == count && variances.size() == count,
                   "optbench Adafactor: list lengths differ");
+  std::vector<Meta> metas, step_metas;
+  metas.reserve(count);
+  step_metas.reserve(count);
   for (size_t i = 0; i < count; ++i) {  // everything checked before anything changes
-    const Tensor &param = params[i], &grad = grads[i];
-    STD_TORCH_CHECK(param.is_cpu() && grad.is_cpu(), "optbench's Adafactor kernel runs on CPU tensors only");
-    STD_TORCH_CHECK(grad.scalar_type() == param.scalar_type() && same_sizes(grad, param),
+    const Meta& param = metas.emplace_back(params[i]);
+    const Meta grad(grads[i]);
+    STD_TORCH_CHECK(param.cpu && grad.cpu, "optbench's Adafactor kernel runs on CPU tensors only");
+    STD_TORCH_CHECK(grad.type == param.type && grad.same_shape(param),
                     "optbench Adafactor: a gradient's dtype or shape differs from its parameter's");
-    dtype_of(param.scalar_type());
-    const auto fits = [&](const std::optional<Tensor>& t, int64_t numel) {
-      return t && t->scalar_type() == param.scalar_type() && t->numel() == numel && t->is_cpu();
-    };
-    if (grad.dim() >= 2) {
+    dtype_of(param.type);
+    const auto fits = [&](const std::optional<Tensor>& t, int64_t numel) { return t && Meta(*t).fits(param, numel); };
+    if (param.dim >= 2) {
       int64_t B = 1;
-      for (int64_t k = 0; k + 2 < grad.dim(); ++k) B *= grad.size(k);
-      const int64_t n = grad.size(grad.dim() - 2), m = grad.size(grad.dim() - 1);
+      for (int64_t k = 0; k + 2 < param.dim; ++k) B *= param.sizes[k];
+      const int64_t n = param.sizes[param.dim - 2], m = param.sizes[param.dim - 1];
       STD_TORCH_CHECK(fits(row_vars[i], B * n) && fits(col_vars[i], B * m),
                       "optbench Adafactor: row_var/col_var missing or not fitting the parameter");
     } else {
-      STD_TORCH_CHECK(fits(variances[i], param.numel()),
+      STD_TORCH_CHECK(fits(variances[i], param.numel),
                       "optbench Adafactor: variance missing or not fitting the parameter");
     }
-    STD_TORCH_CHECK(step_fits(steps[i]), "optbench Adafactor: a step must be a CPU float32 or float64 scalar tensor");
+    STD_TORCH_CHECK(step_fits(step_metas.emplace_back(steps[i])),
+                    "optbench Adafactor: a step must be a CPU float32 or float64 scalar tensor");
   }
   std::vector<TensorStep> jobs;
-  std::vector<std::unique_ptr<Work>> works;  // written back after the step
-  std::vector<Tensor> contiguous_grads;
-  auto work = [&](const Tensor& t, Tensor c) -> Tensor& {
-    return works.emplace_back(std::make_unique<Work>(t, std::move(c)))->c;
-  };
+  jobs.reserve(count);
+  Contiguous memory;
+  std::vector<Tensor> held;  // contiguous gradients and transposed views, alive until the step is done
   for (size_t i = 0; i < count; ++i) {
-    const double t = advance(steps[i]);
-    if (params[i].numel() == 0) continue;  // state and step only (torch divides by numel here: F04)
-    const Dtype type = dtype_of(params[i].scalar_type());
+    const double t = advance(steps[i], step_metas[i].type);
+    const Meta& meta = metas[i];
+    if (meta.numel == 0) continue;  // state and step only (torch divides by numel here: F04)
+    const Dtype type = dtype_of(meta.type);
     const Scalars sc{lr, std::pow(t, beta2_decay), std::min(lr, 1.0 / std::pow(t, 0.5)),
                      eps1 ? *eps1 : optbench_adafactor::dtype_eps(type), eps2, d, weight_decay, maximize};
-    const Tensor& param = params[i];
-    const int64_t dims = param.dim();
-    if (dims >= 2) {  // a column-major parameter (slices) is stepped in place, as its transpose
-      const bool transposed =
-          !param.is_contiguous() && torch::stable::transpose(param, dims - 2, dims - 1).is_contiguous();
-      const Tensor& p = work(param, transposed ? torch::stable::transpose(param, dims - 2, dims - 1) : as_contiguous(param));
-      const Tensor& g = contiguous_grads.emplace_back(
-          transposed ? torch::stable::contiguous(torch::stable::transpose(grads[i], dims - 2, dims - 1))
-                     : as_contiguous(grads[i]));
-      const int64_t n = param.size(dims - 2), m = param.size(dims - 1), B = param.numel() / (n * m);
-      Tensor &r = work(*row_vars[i], as_contiguous(*row_vars[i])), &c = work(*col_vars[i], as_contiguous(*col_vars[i]));
-      jobs.push_back({type, p.data_ptr(), g.const_data_ptr(), r.data_ptr(), c.data_ptr(), nullptr, B, n, m,
-                      param.numel(), true, transposed, sc});
+    const Tensor &param = params[i], &grad = grads[i];
+    const void* g = nullptr;
+    if (meta.dim >= 2) {  // a column-major parameter (slices) is stepped in place, as its transpose
+      const int64_t n = meta.sizes[meta.dim - 2], m = meta.sizes[meta.dim - 1], B = meta.numel / (n * m);
+      const Tensor* view = nullptr;
+      bool transposed = false;
+      if (!param.is_contiguous()) {
+        Tensor& flipped = held.emplace_back(torch::stable::transpose(param, meta.dim - 2, meta.dim - 1));
+        transposed = flipped.is_contiguous();
+        view = transposed ? &flipped : nullptr;
+      }
+      void* p = memory.of(param, view);
+      if (transposed) {
+        g = held.emplace_back(torch::stable::contiguous(torch::stable::transpose(grad, meta.dim - 2, meta.dim - 1)))
+                .const_data_ptr();
+      } else {
+        g = grad.is_contiguous() ? grad.const_data_ptr()
+                                 : held.emplace_back(torch::stable::contiguous(grad)).const_data_ptr();
+      }
+      jobs.push_back({type, p, g, memory.of(*row_vars[i]), memory.of(*col_vars[i]), nullptr, B, n, m, meta.numel,
+                      true, transposed, sc});
     } else {
-      const Tensor& p = work(param, as_contiguous(param));
-      const Tensor& g = contiguous_grads.emplace_back(as_contiguous(grads[i]));
-      Tensor& v = work(*variances[i], as_contiguous(*variances[i]));
-      jobs.push_back({type, p.data_ptr(), g.const_data_ptr(), nullptr, nullptr, v.data_ptr(), 1, 0, 0, g.numel(),
-                      false, false, sc});
+      void* p = memory.of(param);
+      g = grad.is_contiguous() ? grad.const_data_ptr() : held.emplace_back(torch::stable::contiguous(grad)).const_data_ptr();
+      jobs.push_back({type, p, g, nullptr, nullptr, memory.of(*variances[i]), 1, 0, 0, meta.numel, false, false, sc});
     }
   }
   optbench_adafactor::run_steps(jobs);
-  for (auto& w : works) w->done();
+  memory.write_back();
 }
 
 }  // namespace
