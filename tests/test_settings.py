@@ -68,6 +68,18 @@ def test_the_planner_hands_the_checks_settings_not_the_config():
     assert OmegaConf.is_config(planner.cfg)  # the planner alone holds the composed config
 
 
+@pytest.mark.parametrize("dtypes, edge_dtypes, timed", [
+    ("[float32]", "[float32]", {("float32", "model"), ("float32", "none_grads")}),
+    ("float16", "bfloat16", {("float16", "model")}),  # one name is that dtype alone (not a substring of another)
+    ("null", "bfloat16",
+     {(d, "model") for d in ("float64", "float32", "bfloat16", "float16")} | {("bfloat16", "none_grads")}),
+])
+def test_speed_times_the_dtypes_it_is_given_and_its_edge_cases_at_theirs(dtypes, edge_dtypes, timed):
+    planner = Planner(compose_config(["suite=adafactor", "checks=[speed]", "impl=[for-loop]", f"speed.dtypes={dtypes}",
+                                      f"speed.edge_dtypes={edge_dtypes}", "speed.edge_cases=[none_grads]"]))
+    assert {(case.dtype, case.workload or "model") for _, case in planner.plan()} == timed
+
+
 # the packages and modules that run cases: they read RunContext.settings, never Hydra's config
 CASE_RUNNERS = ["optbench/checks", "optbench/perf", "optbench/numerics", "optbench/state", "optbench/report",
                 "optbench/implementations", "optbench/workloads", "optbench/cases.py", "optbench/engine/executor.py"]

@@ -58,19 +58,26 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
                 None)
 
 
+def _dtype_names(value) -> set[str] | None:
+    """A dtype setting as names (one name or a list; None: every dtype)."""
+    return None if value is None else {str(value)} if isinstance(value, str) else {str(v) for v in value}
+
+
 @register_check(
     default=True, alone=True, timed=True,
     # step time next to the roofline (docs/performance.md). params: the model-shaped timing workload's size
-    # (optbench/workloads/speed.py), contiguous; edge_cases: each timed apart (speed.overhead rows) at edge_dtypes
-    # (null: every dtype); min_run_time seconds of timed rounds (torch.utils.benchmark blocked_autorange) and at
-    # least min_rounds rounds (optbench compare's significance test needs samples), max_run_time the cap on one
-    # case's; repeats: process-level repeats, each in a fresh worker process, merged per case
-    # (optbench/engine/repeats.py; 3+ lets optbench compare test between processes); probe_run_time: per
-    # bandwidth/matmul probe kernel; flush_l2 (CUDA): time each step alone with CUDA events and a flushed L2
-    # (triton.testing.do_bench); threads: torch threads while timing (null: torch's default), recorded as
+    # (optbench/workloads/speed.py), contiguous; dtypes: those timed (null: the run's; suite=all: float32);
+    # edge_cases: each timed apart (speed.overhead rows) at edge_dtypes (null: every dtype); min_run_time seconds
+    # of timed rounds (torch.utils.benchmark blocked_autorange) and at least min_rounds rounds (optbench
+    # compare's significance test needs samples), max_run_time the cap on one case's; repeats: process-level
+    # repeats, each in a fresh worker process, merged per case (optbench/engine/repeats.py; 3+ lets optbench
+    # compare test between processes); probe_run_time: per bandwidth/matmul probe kernel timed apart (a timing
+    # set's probe is timed in its rounds); flush_l2 (CUDA): time each step alone with CUDA events and a flushed
+    # L2 (triton.testing.do_bench); threads: torch threads while timing (null: torch's default), recorded as
     # speed.threads; width/layers/vocab: the sizes sparse-gradient and closure suites (SparseAdam, LBFGS) time
-    config={"params": 4.0e+6, "edge_cases": ["noncontiguous", "tiny_tensors", "zero_size", "none_grads"],
-            "edge_dtypes": ["float32"], "min_run_time": 0.5, "min_rounds": 10, "max_run_time": 30, "repeats": 1,
+    config={"params": 4.0e+6, "dtypes": None,
+            "edge_cases": ["noncontiguous", "tiny_tensors", "zero_size", "none_grads"], "edge_dtypes": ["float32"],
+            "min_run_time": 0.5, "min_rounds": 10, "max_run_time": 30, "repeats": 1,
             "probe_run_time": 0.3, "flush_l2": False, "threads": None, "width": 256, "layers": 2, "vocab": 1024},
     sections=lambda rows: [
         ("Speed (contiguous model workload; roofline: docs/performance.md)",
@@ -82,14 +89,14 @@ class SpeedCheck:
     requires = ()
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
-        cases = runnable_cases(suite, ctx)
+        dtypes, edge_dtypes = _dtype_names(ctx.settings.speed.dtypes), _dtype_names(ctx.settings.speed.edge_dtypes)
+        cases = [c for c in runnable_cases(suite, ctx) if dtypes is None or c.dtype in dtypes]
         if cases:  # the baseline where the candidate is timed (a spec's dtypes: may leave some out)
             timed = {c.dtype for c in cases}
             cases += [c for c in nearest_torch_cases(suite, ctx) if c.dtype in timed]
         if suite.workload_of(suite.hparams[0]) != "transformer":
             return by_dtype(cases)  # sparse gradients or a closure: no model-shaped edge cases
         edges = [str(e) for e in ctx.settings.speed.edge_cases or ()]
-        edge_dtypes = ctx.settings.speed.edge_dtypes
         # not compiled: each edge workload would compile anew (1000+ tensors: minutes of inductor)
         cases += [Case(c.suite, c.impl, c.dtype, c.hset, c.device, workload=edge) for edge in edges
                   for c in cases if (edge_dtypes is None or c.dtype in edge_dtypes) and not c.impl.compiled

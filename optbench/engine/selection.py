@@ -285,6 +285,10 @@ def resolve_timing(cfg: DictConfig) -> None:
     for name in _names(OmegaConf.select(cfg, "speed.edge_cases") or "all", "speed.edge_cases"):
         if name not in EDGE_CASES:
             raise UsageError(f"unknown speed.edge_cases entry '{name}': {did_you_mean(name, EDGE_CASES)}")
+    for key in ("speed.dtypes", "speed.edge_dtypes"):  # null: every dtype the run has
+        for name in _names(OmegaConf.select(cfg, key), key):
+            if name not in DTYPES:
+                raise UsageError(f"unknown {key} entry '{name}': {did_you_mean(name, DTYPES)}")
     for value in OmegaConf.select(cfg, "scaling.params") or ():
         _number(cfg, "scaling.params", 1, value=value)
     for value in OmegaConf.select(cfg, "scaling.tensor_counts") or ():

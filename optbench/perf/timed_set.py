@@ -59,8 +59,11 @@ class TimedSet:
                 failed[ident(case)] = exc
         contenders = [Contender(k, p.step) for k, p in prepared.items()]
         probes = {}
+        round_s = float(cfg.min_run_time) / max(1, int(cfg.min_rounds))
         for ws in sorted({p.working_set() for p in prepared.values()} - {None}):
-            kernel = ceilings.bandwidth(ctx.device, ws, min_run_time=float(cfg.probe_run_time)).kernel  # the best
+            # the fastest stream, picked on a run one round long (hundreds of calls at these sizes); the bandwidth
+            # reported is the rounds' own, so a longer pick would only cost time (5 s of the main job at 0.3 s)
+            kernel = ceilings.bandwidth(ctx.device, ws, min_run_time=round_s).kernel
             call, moved = ceilings.probe_stream(ctx.device, ws, kernel)
             probes[ws] = (moved, kernel)
             contenders.append(Contender(("probe", ws), call))
