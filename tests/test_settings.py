@@ -73,11 +73,21 @@ def test_the_planner_hands_the_checks_settings_not_the_config():
     ("float16", "bfloat16", {("float16", "model")}),  # one name is that dtype alone (not a substring of another)
     ("null", "bfloat16",
      {(d, "model") for d in ("float64", "float32", "bfloat16", "float16")} | {("bfloat16", "none_grads")}),
+    ("all", "all", {(d, w) for d in ("float64", "float32", "bfloat16", "float16") for w in ("model", "none_grads")}),
 ])
 def test_speed_times_the_dtypes_it_is_given_and_its_edge_cases_at_theirs(dtypes, edge_dtypes, timed):
     planner = Planner(compose_config(["suite=adafactor", "checks=[speed]", "impl=[for-loop]", f"speed.dtypes={dtypes}",
                                       f"speed.edge_dtypes={edge_dtypes}", "speed.edge_cases=[none_grads]"]))
     assert {(case.dtype, case.workload or "model") for _, case in planner.plan()} == timed
+
+
+@pytest.mark.parametrize("edges, timed", [
+    ("all", {"model", "noncontiguous", "tiny_tensors", "zero_size", "none_grads"}),
+    ("tiny_tensors", {"model", "tiny_tensors"}), ("[]", {"model"})])
+def test_speed_edge_cases_all_one_or_none(edges, timed):
+    planner = Planner(compose_config(["suite=sgd", "checks=[speed]", "impl=[for-loop]", "dtype=float32",
+                                      f"speed.edge_cases={edges}"]))
+    assert {case.workload or "model" for _, case in planner.plan()} == timed
 
 
 # the packages and modules that run cases: they read RunContext.settings, never Hydra's config

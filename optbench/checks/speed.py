@@ -27,6 +27,7 @@ from optbench.perf.timed_set import TimedSet
 from optbench.report import performance
 from optbench.results import row
 from optbench.suite.spec import HparamSet, Suite
+from optbench.workloads.speed import EDGE_CASES
 
 
 def nearest_torch_cases(suite: Suite, ctx: RunContext) -> list[Case]:
@@ -58,9 +59,12 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
                 None)
 
 
-def _dtype_names(value) -> set[str] | None:
-    """A dtype setting as names (one name or a list; None: every dtype)."""
-    return None if value is None else {str(value)} if isinstance(value, str) else {str(v) for v in value}
+def _names(value, every: tuple | None) -> list[str] | None:
+    """A setting of names as a list: one name, a list, or all (``every``; None for a dtype setting: every dtype the
+    run has). Null: None."""
+    if value is None or value == "all":
+        return None if value is None or every is None else list(every)
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
 @register_check(
@@ -89,14 +93,14 @@ class SpeedCheck:
     requires = ()
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
-        dtypes, edge_dtypes = _dtype_names(ctx.settings.speed.dtypes), _dtype_names(ctx.settings.speed.edge_dtypes)
+        dtypes, edge_dtypes = _names(ctx.settings.speed.dtypes, None), _names(ctx.settings.speed.edge_dtypes, None)
         cases = [c for c in runnable_cases(suite, ctx) if dtypes is None or c.dtype in dtypes]
         if cases:  # the baseline where the candidate is timed (a spec's dtypes: may leave some out)
             timed = {c.dtype for c in cases}
             cases += [c for c in nearest_torch_cases(suite, ctx) if c.dtype in timed]
         if suite.workload_of(suite.hparams[0]) != "transformer":
             return by_dtype(cases)  # sparse gradients or a closure: no model-shaped edge cases
-        edges = [str(e) for e in ctx.settings.speed.edge_cases or ()]
+        edges = _names(ctx.settings.speed.edge_cases, EDGE_CASES) or []
         # not compiled: each edge workload would compile anew (1000+ tensors: minutes of inductor)
         cases += [Case(c.suite, c.impl, c.dtype, c.hset, c.device, workload=edge) for edge in edges
                   for c in cases if (edge_dtypes is None or c.dtype in edge_dtypes) and not c.impl.compiled
