@@ -162,7 +162,6 @@ class Adafactor(Optimizer):
         defaults = {"lr": lr, "beta2_decay": beta2_decay, "eps": eps, "d": d, "weight_decay": weight_decay,
                     "foreach": foreach, "maximize": maximize}
         super().__init__(params, defaults)
-        self.register_load_state_dict_post_hook(_loaded_steps_as_tensors)
         devices = {p.device.type for g in self.param_groups for p in g["params"]}
         if "cpu" in devices and self.backend == "auto":
             build()
@@ -173,10 +172,11 @@ class Adafactor(Optimizer):
         super().__setstate__(state)
         for group in self.param_groups:
             group.setdefault("foreach", None)
-            for p in group["params"]:
-                p_state = self.state.get(p, [])
-                if len(p_state) != 0 and not _step_fits(p_state["step"]):
-                    p_state["step"] = torch.tensor(float(p_state["step"]), dtype=_scalar_dtype())
+        # (load_state_dict ends here too) a step torch's Adafactor would count on, a Python number or an integer
+        # tensor, as the CPU float scalar the kernel counts in, its value kept
+        for p_state in self.state.values():
+            if "step" in p_state and not _step_fits(p_state["step"]):
+                p_state["step"] = torch.tensor(float(p_state["step"]), dtype=_scalar_dtype())
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -232,14 +232,6 @@ class Adafactor(Optimizer):
                              [(params[i], grads[i], steps[i], row_vars[i], col_vars[i], variances[i]) for i in rest],
                              hp, self._mutation)
         return loss
-
-
-def _loaded_steps_as_tensors(optimizer: Adafactor) -> None:
-    """After load_state_dict: a step torch's Adafactor would count on (a Python number, an integer tensor) as the
-    CPU float scalar the kernel counts in, its value kept."""
-    for p_state in optimizer.state.values():
-        if "step" in p_state and not _step_fits(p_state["step"]):
-            p_state["step"] = torch.tensor(float(p_state["step"]), dtype=_scalar_dtype())
 
 
 class TritonAdafactor(Adafactor):

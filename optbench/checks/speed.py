@@ -59,9 +59,9 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
                 None)
 
 
-def _names(value, every: tuple | None) -> list[str] | None:
-    """A setting of names as a list: one name, a list, or all (``every``; None for a dtype setting: every dtype the
-    run has). Null: None."""
+def setting_names(value, every: tuple | None) -> list[str] | None:
+    """A speed setting of names (edge_cases, dtypes, edge_dtypes) as a list: one name, a list, or all (``every``;
+    None for a dtype setting: every dtype the run has). Null: None."""
     if value is None or value == "all":
         return None if value is None or every is None else list(every)
     return [str(value)] if isinstance(value, str) else [str(v) for v in value]
@@ -70,7 +70,7 @@ def _names(value, every: tuple | None) -> list[str] | None:
 @register_check(
     default=True, alone=True, timed=True,
     # step time next to the roofline (docs/performance.md). params: the model-shaped timing workload's size
-    # (optbench/workloads/speed.py), contiguous; dtypes: those timed (null: the run's; suite=all: float32);
+    # (optbench/workloads/speed.py), contiguous; dtypes: those timed (null: the run's);
     # edge_cases: each timed apart (speed.overhead rows) at edge_dtypes (null: every dtype); min_run_time seconds
     # of timed rounds (torch.utils.benchmark blocked_autorange) and at least min_rounds rounds (optbench
     # compare's significance test needs samples), max_run_time the cap on one case's; repeats: process-level
@@ -93,14 +93,15 @@ class SpeedCheck:
     requires = ()
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
-        dtypes, edge_dtypes = _names(ctx.settings.speed.dtypes, None), _names(ctx.settings.speed.edge_dtypes, None)
+        dtypes, edge_dtypes = (setting_names(ctx.settings.speed.dtypes, None),
+                               setting_names(ctx.settings.speed.edge_dtypes, None))
         cases = [c for c in runnable_cases(suite, ctx) if dtypes is None or c.dtype in dtypes]
         if cases:  # the baseline where the candidate is timed (a spec's dtypes: may leave some out)
             timed = {c.dtype for c in cases}
             cases += [c for c in nearest_torch_cases(suite, ctx) if c.dtype in timed]
         if suite.workload_of(suite.hparams[0]) != "transformer":
             return by_dtype(cases)  # sparse gradients or a closure: no model-shaped edge cases
-        edges = _names(ctx.settings.speed.edge_cases, EDGE_CASES) or []
+        edges = setting_names(ctx.settings.speed.edge_cases, EDGE_CASES) or []
         # not compiled: each edge workload would compile anew (1000+ tensors: minutes of inductor)
         cases += [Case(c.suite, c.impl, c.dtype, c.hset, c.device, workload=edge) for edge in edges
                   for c in cases if (edge_dtypes is None or c.dtype in edge_dtypes) and not c.impl.compiled

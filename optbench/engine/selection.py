@@ -272,6 +272,7 @@ def _number(cfg: DictConfig, key: str, low: float, high: float = float("inf"), v
 
 def resolve_timing(cfg: DictConfig) -> None:
     """The speed and scaling sections checked before anything runs: sizes, counts, times, edge cases."""
+    from optbench.checks.speed import setting_names
     from optbench.workloads.speed import EDGE_CASES
 
     _number(cfg, "speed.params", 1)
@@ -282,13 +283,10 @@ def resolve_timing(cfg: DictConfig) -> None:
         _number(cfg, key, 1e-6)
     if OmegaConf.select(cfg, "speed.threads") is not None:
         _int(cfg, "speed.threads", 1)
-    for name in _names(OmegaConf.select(cfg, "speed.edge_cases") or "all", "speed.edge_cases"):
-        if name not in EDGE_CASES:
-            raise UsageError(f"unknown speed.edge_cases entry '{name}': {did_you_mean(name, EDGE_CASES)}")
-    for key in ("speed.dtypes", "speed.edge_dtypes"):  # null: every dtype the run has
-        for name in _names(OmegaConf.select(cfg, key), key):
-            if name not in DTYPES:
-                raise UsageError(f"unknown {key} entry '{name}': {did_you_mean(name, DTYPES)}")
+    for key, known in (("speed.edge_cases", EDGE_CASES), ("speed.dtypes", DTYPES), ("speed.edge_dtypes", DTYPES)):
+        for name in setting_names(OmegaConf.select(cfg, key), None) or ():  # as the speed check reads them
+            if name not in known:
+                raise UsageError(f"unknown {key} entry '{name}': {did_you_mean(name, known)}")
     for value in OmegaConf.select(cfg, "scaling.params") or ():
         _number(cfg, "scaling.params", 1, value=value)
     for value in OmegaConf.select(cfg, "scaling.tensor_counts") or ():
