@@ -74,11 +74,22 @@ def test_the_planner_hands_the_checks_settings_not_the_config():
     ("null", "bfloat16",
      {(d, "model") for d in ("float64", "float32", "bfloat16", "float16")} | {("bfloat16", "none_grads")}),
     ("all", "all", {(d, w) for d in ("float64", "float32", "bfloat16", "float16") for w in ("model", "none_grads")}),
+    (None, "float32", {("float32", "model"), ("bfloat16", "model"), ("float32", "none_grads")}),  # the default
+    ("[float64]", "[]", {("float64", "model")}),
 ])
 def test_speed_times_the_dtypes_it_is_given_and_its_edge_cases_at_theirs(dtypes, edge_dtypes, timed):
-    planner = Planner(compose_config(["suite=adafactor", "checks=[speed]", "impl=[for-loop]", f"speed.dtypes={dtypes}",
+    chosen = [] if dtypes is None else [f"speed.dtypes={dtypes}"]
+    planner = Planner(compose_config(["suite=adafactor", "checks=[speed]", "impl=[for-loop]", *chosen,
                                       f"speed.edge_dtypes={edge_dtypes}", "speed.edge_cases=[none_grads]"]))
     assert {(case.dtype, case.workload or "model") for _, case in planner.plan()} == timed
+
+
+@pytest.mark.parametrize("run, timed", [("dtype=float64", {"float64"}), ("dtype=float16", {"float16"})])
+def test_a_run_at_a_dtype_speed_dtypes_leaves_out_is_still_timed_at_it(run, timed):
+    planner = Planner(compose_config(["suite=adafactor", "checks=[speed]", "impl=[for-loop,foreach]", run,
+                                      "speed.edge_cases=[]"]))
+    assert {(case.impl_name, case.dtype) for _, case in planner.plan()} == {
+        (i, d) for i in ("for-loop", "foreach") for d in timed}
 
 
 @pytest.mark.parametrize("edges, timed", [

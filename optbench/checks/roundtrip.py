@@ -223,7 +223,8 @@ class RoundTripCheck:
         line = (f"  {'FAIL' if bad else 'PASS':5} round-trip {case.impl_name:>10} {case.dtype}: by name "
                 f"{counts.get('pass', 0)} pass, {bad} fail, {counts.get('skip', 0)} skip, "
                 f"{counts.get('xfail', 0)} xfail; "
-                f"torch positional {counts.get('right', 0)} right, {counts.get('silently wrong', 0)} silently wrong, "
-                f"{counts.get('raises', 0)} raises"
+                + ("torch positional: as the eager variant's (the same load_state_dict)" if case.impl.compiled else
+                   f"torch positional {counts.get('right', 0)} right, {counts.get('silently wrong', 0)} silently "
+                   f"wrong, {counts.get('raises', 0)} raises")
                 + (f", {counts['crashes']} crashes" if counts.get("crashes") else "") + fell_back)
         return Outcome(rows, line)

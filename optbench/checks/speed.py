@@ -48,6 +48,18 @@ def by_dtype(cases: list[Case]) -> list[Case]:
     return sorted(cases, key=lambda c: order[c.dtype])  # stable: the order within a dtype is kept
 
 
+def timed_dtypes(cases: list[Case], preferred: list[str]) -> set[str]:
+    """The dtypes timed: the run's among ``preferred`` (speed.dtypes), and for an implementation that runs none of
+    them (a float64-only candidate, a run at one other dtype) the first it runs, so that every implementation is
+    timed, beside its baseline."""
+    chosen = {c.dtype for c in cases if c.dtype in preferred}
+    for impl in dict.fromkeys(c.impl_name for c in cases):
+        own = [c.dtype for c in cases if c.impl_name == impl]
+        if not chosen & set(own):
+            chosen.add(own[0])
+    return chosen
+
+
 def declared_raise(case: Case, ctx: RunContext, exc: Exception):
     """The suite's deviation that declares ``exc`` for a parameter of the case's timing workload, if any."""
     if case.workload in ("", "model"):
@@ -70,7 +82,8 @@ def setting_names(value, every: tuple | None) -> list[str] | None:
 @register_check(
     default=True, alone=True, timed=True,
     # step time next to the roofline (docs/performance.md). params: the model-shaped timing workload's size
-    # (optbench/workloads/speed.py), contiguous; dtypes: those timed (null: the run's);
+    # (optbench/workloads/speed.py), contiguous; dtypes: those timed, of the run's (what
+    # models train in; null or all: every one; an implementation that runs none of them is timed at its first);
     # edge_cases: each timed apart (speed.overhead rows) at edge_dtypes (null: every dtype); min_run_time seconds
     # of timed rounds (torch.utils.benchmark blocked_autorange) and at least min_rounds rounds (optbench
     # compare's significance test needs samples), max_run_time the cap on one case's; repeats: process-level
@@ -79,7 +92,7 @@ def setting_names(value, every: tuple | None) -> list[str] | None:
     # set's probe is timed in its rounds); flush_l2 (CUDA): time each step alone with CUDA events and a flushed
     # L2 (triton.testing.do_bench); threads: torch threads while timing (null: torch's default), recorded as
     # speed.threads; width/layers/vocab: the sizes sparse-gradient and closure suites (SparseAdam, LBFGS) time
-    config={"params": 4.0e+6, "dtypes": None,
+    config={"params": 4.0e+6, "dtypes": ["float32", "bfloat16"],
             "edge_cases": ["noncontiguous", "tiny_tensors", "zero_size", "none_grads"], "edge_dtypes": ["float32"],
             "min_run_time": 0.5, "min_rounds": 10, "max_run_time": 30, "repeats": 1,
             "probe_run_time": 0.3, "flush_l2": False, "threads": None, "width": 256, "layers": 2, "vocab": 1024},
@@ -95,7 +108,9 @@ class SpeedCheck:
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
         dtypes, edge_dtypes = (setting_names(ctx.settings.speed.dtypes, None),
                                setting_names(ctx.settings.speed.edge_dtypes, None))
-        cases = [c for c in runnable_cases(suite, ctx) if dtypes is None or c.dtype in dtypes]
+        cases = runnable_cases(suite, ctx)
+        if dtypes is not None:
+            cases = [c for c in cases if c.dtype in timed_dtypes(cases, dtypes)]
         if cases:  # the baseline where the candidate is timed (a spec's dtypes: may leave some out)
             timed = {c.dtype for c in cases}
             cases += [c for c in nearest_torch_cases(suite, ctx) if c.dtype in timed]

@@ -27,9 +27,10 @@ def pyplot():
     return plt
 
 
-def save(fig, path: Path) -> bool:
-    """``fig`` as a PNG at ``path``, written atomically (``results.atomic_write``)."""
-    fig.tight_layout()
+def save(fig, path: Path, rect=(0, 0, 1, 1)) -> bool:
+    """``fig`` as a PNG at ``path``, written atomically (``results.atomic_write``); ``rect``: the part of the figure
+    its axes are laid out in (a figure legend takes the rest)."""
+    fig.tight_layout(rect=rect)
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=100, metadata=PNG_META)
     pyplot().close(fig)
@@ -79,14 +80,19 @@ def error_vs_step(rows: pd.DataFrame, path: Path) -> bool:
     colors = {k: plt.get_cmap("tab10" if len(series) <= 10 else "tab20")(i % 20) for i, k in enumerate(series)}
     fig, axes = plt.subplots(len(dtypes), 1, sharex=True, squeeze=False, figsize=(9, 2.8 * len(dtypes) + 0.8))
     steps = np.arange(1, int(sel["step"].max()) + 1)
+    handles = {}  # one legend for the figure: a series keeps its colour on every dtype's axes
     for ax, dtype in zip(axes[:, 0], dtypes):
         for (impl, hp), line in sel[sel["dtype"] == dtype].groupby(["impl", "hparams"], sort=False):
             line = line.sort_values("step")
-            ax.plot(line["step"], line["y"], marker=".", color=colors[(impl, hp)],
-                    label=f"{impl} [{hp}]" if hp else impl)
-        ax.plot(steps, tolerance_eps(steps), "k--", linewidth=1, label="tolerance")
+            label = f"{impl} [{hp}]" if hp else impl
+            handles[label], = ax.plot(line["step"], line["y"], marker=".", color=colors[(impl, hp)], label=label)
+        handles["tolerance"], = ax.plot(steps, tolerance_eps(steps), "k--", linewidth=1, label="tolerance")
         ax.set(yscale="log", title=dtype, ylabel="max err (eps)")
-        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(series) // 25)
+    order = [f"{impl} [{hp}]" if hp else impl for impl, hp in series] + ["tolerance"]
+    columns = 1 + len(order) // max(25, int(8 * len(dtypes)))
+    right = 1 - 0.26 * columns * 9 / fig.get_figwidth()  # a column of x-small labels: about 2.3 inches
+    fig.legend([handles[k] for k in order], order, fontsize="x-small", loc="upper left", ncol=columns,
+               bbox_to_anchor=(right, 1 - 0.5 / fig.get_figheight()))
     fig.suptitle(f"Max error over tensors per step (0 drawn at {floor:.3g}, inf at {top:.3g})", fontsize="medium")
     axes[-1, 0].set_xlabel("step")
-    return save(fig, path)
+    return save(fig, path, rect=(0, 0, right, 1))
