@@ -98,6 +98,16 @@ class RunContext:
         self.progress(what)
         return self.crashed.get(what, "")
 
+    def takes_part(self, impl: Implementation | None, check: str) -> bool:
+        """Whether ``impl`` runs in ``check``: the compiled variant in ``compile_checks`` only, a variant that takes
+        part in some checks only (``implementations.master_weights``) in those. The plan keeps only such cases, and
+        a check that gathers its own (a timing set) keeps them too."""
+        if impl is None:
+            return True
+        if impl.compiled and check not in (self.settings.compile_checks or (check,)):
+            return False
+        return impl.checks is None or check in impl.checks
+
     def unavailable(self, impl: Implementation, dtype: str) -> str:
         """Why ``impl`` cannot run at ``dtype`` on this device ("" if it can), probed once."""
         key = (impl.name, impl.optimizer_class, dtype)
@@ -128,7 +138,8 @@ class RunContext:
             if name != "model":
                 raise ValueError(f"the {suite.workload_of(hset)} workload has no {name} variant")
             return self.workload(suite, hset, dtype, steps=1, purpose="speed")
-        size = self.settings.scaling.tensors_params if name.startswith("tensors-") else self.settings.speed.params
+        size = (self.settings.scaling.tensors_params if name.startswith("tensors-") else
+                self.settings.speed.params * suite.speed_scale)
         workload = speed_workloads.by_name(name, float(size), self.seed)
         return workload.restricted(PARAM_FILTERS[suite.params])
 

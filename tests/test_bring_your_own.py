@@ -44,7 +44,8 @@ def optbench(cwd: Path, *args) -> subprocess.CompletedProcess:
 def test_a_plain_reference_module_and_a_declared_roofline_from_the_working_directory(tmp_path):
     cwd = project(tmp_path)
     done = optbench(cwd, "candidate=my_lion.Lion", "checks=[parity,speed]", "steps=5", "speed.params=1e5",
-                    "speed.min_run_time=0.01", "speed.min_rounds=3", "speed.edge_cases=[]", "out_dir=out")
+                    "speed.min_run_time=0.01", "speed.min_rounds=3", "speed.edge_cases=[]", "speed.dtypes=all",
+                    "out_dir=out")
     assert done.returncode == 0, done.stdout + done.stderr
     rows = json.loads((cwd / "out" / "results.json").read_text())["rows"]
     assert {r["impl"] for r in rows} == {"candidate:my_lion.Lion"}

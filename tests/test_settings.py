@@ -92,6 +92,40 @@ def test_a_run_at_a_dtype_speed_dtypes_leaves_out_is_still_timed_at_it(run, time
         (i, d) for i in ("for-loop", "foreach") for d in timed}
 
 
+@pytest.mark.parametrize("compile_checks, timed", [("[parity]", {"for-loop", "fused"}),
+                                                     ("[parity,speed]", {"for-loop", "fused", "compiled"})])
+def test_a_timing_set_holds_the_planned_cases_only(monkeypatch, compile_checks, timed):
+    """suite=all's compile_checks leave the compiled variant out of speed: its timing set must not build (and
+    compile, 20 s a suite at the timing size) a case the plan left out."""
+    from optbench.checks import speed
+
+    planner = Planner(compose_config(["suite=adam", "checks=[speed]", "impl=[for-loop,fused,compiled]",
+                                      "dtype=float32", "speed.edge_cases=[]", f"compile_checks={compile_checks}"]))
+    plan = planner.plan()
+    assert {case.impl_name for _, case in plan} == timed
+
+    class Measured(Exception):
+        pass
+
+    def measure(key, members, ctx):
+        raise Measured({c.impl_name for c in members})
+    monkeypatch.setattr(speed.TimedSet, "measure", measure)
+    check, case = plan[0]
+    with pytest.raises(Measured) as measured:
+        check._timed_set(case, planner.ctx)
+    assert measured.value.args[0] == timed
+
+
+def test_a_suites_speed_scale_sizes_its_timing_workload():
+    """Muon's step is cubic in the width: its speed and memory checks time a model a sixteenth of speed.params."""
+    planner = Planner(compose_config(["suite=all", "suite.members=[adam,muon]", "checks=[speed]", "dtype=float32",
+                                      "speed.params=4e6"]))
+    by_suite = {s.name: s for s in planner.suites}
+    sizes = {name: planner.ctx.timing_workload(suite, suite.hparams[0], "float32").numel
+             for name, suite in by_suite.items()}
+    assert by_suite["muon"].speed_scale == 0.0625 and sizes["adam"] > 3e6 and 1e5 < sizes["muon"] < 4e5, sizes
+
+
 @pytest.mark.parametrize("edges, timed", [
     ("all", {"model", "noncontiguous", "tiny_tensors", "zero_size", "none_grads"}),
     ("tiny_tensors", {"model", "tiny_tensors"}), ("[]", {"model"})])

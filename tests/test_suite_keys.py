@@ -59,3 +59,12 @@ def test_a_misspelt_key_is_an_error_at_every_level():
     grouped = {"name": "default", "groups": [{"match": ["*"], "option": {}}]}
     with pytest.raises(ValueError, match="hparam set 'default': a group has unknown key.s. option; allowed: match"):
         Suite.from_config(OmegaConf.create({**suite, "hparams": [grouped]}))
+
+
+@pytest.mark.parametrize("value", [0, -0.5, "1/16", True, float("inf")])
+def test_speed_scale_is_a_positive_number(value):
+    suite = {"name": "mine", "optimizer": "SGD", "reference": "sgd", "dtypes": ["float32"],
+             "hparams": [{"name": "default", "options": {}}]}
+    assert Suite.from_config(OmegaConf.create({**suite, "speed_scale": 0.25})).speed_scale == 0.25
+    with pytest.raises(ValueError, match="speed_scale: .* is not a positive number"):
+        Suite.from_config(OmegaConf.create({**suite, "speed_scale": value}))

@@ -169,6 +169,7 @@ class SpeedCheck:
         held = ctx.scratch.get("speed.set")
         if held is None or held.key != key:
             ctx.scratch.pop("speed.set", None)  # the previous set's optimizers freed before the next is built
-            members = [c for c in self.cases(case.suite, ctx) if c.dtype == case.dtype]
+            members = [c for c in self.cases(case.suite, ctx) if c.dtype == case.dtype
+                       and ctx.takes_part(c.impl, self.name)]  # as planned: no compiled one where it is not
             ctx.scratch["speed.set"] = held = TimedSet.measure(key, members, ctx)
         return held

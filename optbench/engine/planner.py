@@ -104,14 +104,11 @@ class Planner:
         for suite in self.suites:
             order: dict[tuple, int] = {}
             items = []
-            compile_checks = self.settings.compile_checks or list(REGISTRY)
             for rank, name in enumerate(n for n in REGISTRY if n in self.checks):
                 check = REGISTRY[name]
                 for case in check.cases(suite, self.ctx):
-                    if case.impl is not None and case.impl.compiled and name not in compile_checks:
+                    if not self.ctx.takes_part(case.impl, name):
                         continue
-                    if case.impl is not None and case.impl.checks is not None and name not in case.impl.checks:
-                        continue  # a variant that takes part in some checks only (implementations.master_weights)
                     items.append((order.setdefault(check.group(case), len(order)), rank, len(items), check, case))
             out += [(check, case) for *_, check, case in sorted(items, key=lambda item: item[:3])]
         self._plan = out

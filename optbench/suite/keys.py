@@ -7,6 +7,7 @@ SUITE = frozenset({
     "name", "optimizer", "reference", "description", "dtypes", "hparams", "roundtrip_hparams", "workload", "params",
     "workload_sizes", "reference_options", "update_precision", "one_step", "deviations", "error_inputs", "variants",
     "implementations", "candidate_named", "describes", "error_param_meta", "candidates", "roofline", "nearest",
+    "speed_scale",
 })
 HPARAM_SET = frozenset({"name", "options", "groups", "dtypes", "workload", "impls", "note", "schedule", "torch"})
 GROUP = frozenset({"match", "options"})

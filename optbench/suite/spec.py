@@ -155,6 +155,13 @@ def _torch_class_name(name) -> str | None:
     return str(name)
 
 
+def _fraction(value, key: str) -> float:
+    """A positive finite number (``speed_scale:``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"{key}: {value!r} is not a positive number (e.g. 0.0625 for 1/16)")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class Deviation:
     """An upstream departure from the documented algorithm, declared with its finding id.
@@ -290,6 +297,7 @@ class Suite:
     candidates: tuple = ()  # CandidateSpecs: how third-party classes read as this suite's reference (candidates:)
     roofline: dict = field(default_factory=dict)  # a declared step cost (optbench.suite.keys.declared_cost)
     nearest: str | None = None  # a candidate-only suite: the torch.optim class its speed is set against
+    speed_scale: float = 1.0  # the timing workload's size as a fraction of speed.params (a step superlinear in it)
     # declared for other torch versions (``torch:`` ranges that exclude this one): not applied, judged plainly
     deviations_elsewhere: tuple = ()
     hparams_elsewhere: tuple = ()  # hparam sets whose torch: range leaves out the installed torch
@@ -442,4 +450,5 @@ class Suite:
                              for i, c in enumerate(cfg.get("candidates") or ())),
             roofline=keys.declared_cost(plain(cfg.get("roofline"))),
             nearest=_torch_class_name(cfg.get("nearest")),
+            speed_scale=_fraction(plain(cfg.get("speed_scale", 1.0)), "speed_scale"),
         )
