@@ -116,6 +116,20 @@ def test_a_timing_set_holds_the_planned_cases_only(monkeypatch, compile_checks, 
     assert measured.value.args[0] == timed
 
 
+@pytest.mark.parametrize("overrides, compiled", [
+    ([], set()),  # suite=all's default: compile_hparams=none, one skip row per suite and dtype, nothing compiled
+    (["compile_hparams=[first]"], {("parity", "default"), ("cross", "default")}),
+])
+def test_suite_all_leaves_the_compiled_variant_out_unless_asked(overrides, compiled):
+    planner = Planner(compose_config(["suite=all", "suite.members=[adam]", "checks=[parity,cross,speed]",
+                                      "dtype=float32", *overrides]))
+    plan = [(check.name, case) for check, case in planner.plan() if case.impl_name == "compiled"]
+    assert {(name, case.hset.name) for name, case in plan if not case.skip} == compiled
+    if not compiled:
+        assert [(name, case.skip[:48]) for name, case in plan] == [
+            ("parity", "the compiled variant runs on no hparam set here ")]
+
+
 def test_a_suites_speed_scale_sizes_its_timing_workload():
     """Muon's step is cubic in the width: its speed and memory checks time a model a sixteenth of speed.params."""
     planner = Planner(compose_config(["suite=all", "suite.members=[adam,muon]", "checks=[speed]", "dtype=float32",

@@ -135,7 +135,9 @@ class ParityCheck:
                     why = ctx.unavailable(impl, dtype)
                     if not why and impl.compiled and compiled is not None and hset.name not in compiled:
                         why = (f"the compiled variant runs on {', '.join(compiled)} by default "
-                               "(compile_hparams=all runs every set)")
+                               "(compile_hparams=all runs every set)" if compiled else
+                               "the compiled variant runs on no hparam set here (compile_hparams=none: a cold "
+                               "TorchInductor compile per suite; compile_hparams=[first] runs it on the first)")
                     if why and (impl.name, dtype, why) not in skipped:
                         skipped.add((impl.name, dtype, why))
                         out.append(Case(suite, impl, dtype, None, ctx.device, skip=why))

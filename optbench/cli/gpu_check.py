@@ -84,7 +84,8 @@ SECTIONS = (
     Section("suites", "every suite's CUDA variants (for-loop, foreach, fused, compiled, capturable, graphed) at every "
             "dtype on its first and round-trip hparam sets, 8 steps: parity, cross, deviations, round-trip (CUDA<->CPU "
             "scenarios included), errors",
-            ("suite=all", "hparams=default", "steps=8", "checks=[parity,cross,deviations,roundtrip,errors]"), 0.38),
+            ("suite=all", "hparams=default", "compile_hparams=[first]", "steps=8",
+             "checks=[parity,cross,deviations,roundtrip,errors]"), 0.38),
     Section("adafactor-roofline", "Adafactor's step time and % of HBM roofline from 1e6 to 1e8 parameters and over "
             "64 tensors: optbench's Triton kernel against torch's foreach and for-loop, float32 and bfloat16",
             ("suite=adafactor", "checks=[scaling]", "impl=[optbench,foreach,for-loop]", "dtype=[float32,bfloat16]",

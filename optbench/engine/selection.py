@@ -114,7 +114,9 @@ def resolve_compile_dtypes(cfg: DictConfig) -> tuple[str, ...] | None:
 
 
 def resolve_compile_hparams(cfg: DictConfig) -> tuple[str, ...] | None:
-    """The hparam sets the compiled variant runs (None: all)."""
+    """The hparam sets the compiled variant runs (None: all; (): none, ``compile_hparams=none``)."""
+    if cfg.get("compile_hparams") == "none":
+        return ()
     names = _names(cfg.get("compile_hparams", "all"), "compile_hparams")
     return tuple(names) or None
 
