@@ -130,6 +130,16 @@ def test_suite_all_leaves_the_compiled_variant_out_unless_asked(overrides, compi
             ("parity", "the compiled variant runs on no hparam set here ")]
 
 
+@pytest.mark.parametrize("overrides, measured", [
+    ([], {"float64", "float32", "bfloat16"}),  # a suite alone: every dtype
+    (["memory.dtypes=[float32]"], {"float32"}),
+    (["memory.dtypes=[float16]"], {"float64"}),  # none the suite runs: each implementation at its first
+])
+def test_memory_measures_the_dtypes_it_is_given(overrides, measured):
+    planner = Planner(compose_config(["suite=adam", "checks=[memory]", "impl=[for-loop]", *overrides]))
+    assert {case.dtype for _, case in planner.plan()} == measured
+
+
 def test_a_suites_speed_scale_sizes_its_timing_workload():
     """Muon's step is cubic in the width: its speed and memory checks time a model a sixteenth of speed.params."""
     planner = Planner(compose_config(["suite=all", "suite.members=[adam,muon]", "checks=[speed]", "dtype=float32",

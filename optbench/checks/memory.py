@@ -11,7 +11,7 @@ from optbench.metrics import (
     MEM_STATE_BYTES,
     MEM_STATE_BYTES_PER_PARAM,
 )
-from optbench.perf.case_timing import runnable_cases, state_bytes, stepped_once
+from optbench.perf.case_timing import runnable_cases, setting_names, state_bytes, stepped_once
 from optbench.perf.peak_memory import peak_transient_bytes
 from optbench.report import performance
 from optbench.results import row
@@ -20,6 +20,9 @@ from optbench.suite.spec import Suite
 
 @register_check(
     default=True, alone=True,
+    # dtypes: those measured, of the run's (null or all: every one; an implementation that runs none of them is
+    # measured at its first)
+    config={"dtypes": None},
     sections=lambda rows: [("Memory (state, and the step's peak transient allocation)", performance.memory(rows))])
 class MemoryCheck:
     name = "memory"
@@ -27,7 +30,8 @@ class MemoryCheck:
 
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
         # The compiled variant keeps the for-loop's state tensors: compiling only to count them is waste.
-        return [c for c in runnable_cases(suite, ctx) if not c.impl.compiled]
+        return [c for c in runnable_cases(suite, ctx, setting_names(ctx.settings.memory.dtypes, None))
+                if not c.impl.compiled]
 
     def group(self, case: Case) -> tuple:
         return (case.suite.name, self.name)

@@ -22,7 +22,7 @@ from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.registry import register_check
 from optbench.implementations.adapter import Implementation
 from optbench.metrics import SPEED_GB_PER_S, SPEED_OVERHEAD, SPEED_RAISES, SPEED_RATIO, TIME_UNSTABLE
-from optbench.perf.case_timing import runnable_cases, timing_rows
+from optbench.perf.case_timing import runnable_cases, setting_names, timing_rows
 from optbench.perf.timed_set import TimedSet
 from optbench.report import performance
 from optbench.results import row
@@ -48,18 +48,6 @@ def by_dtype(cases: list[Case]) -> list[Case]:
     return sorted(cases, key=lambda c: order[c.dtype])  # stable: the order within a dtype is kept
 
 
-def timed_dtypes(cases: list[Case], preferred: list[str]) -> set[str]:
-    """The dtypes timed: the run's among ``preferred`` (speed.dtypes), and for an implementation that runs none of
-    them (a float64-only candidate, a run at one other dtype) the first it runs, so that every implementation is
-    timed, beside its baseline."""
-    chosen = {c.dtype for c in cases if c.dtype in preferred}
-    for impl in dict.fromkeys(c.impl_name for c in cases):
-        own = [c.dtype for c in cases if c.impl_name == impl]
-        if not chosen & set(own):
-            chosen.add(own[0])
-    return chosen
-
-
 def declared_raise(case: Case, ctx: RunContext, exc: Exception):
     """The suite's deviation that declares ``exc`` for a parameter of the case's timing workload, if any."""
     if case.workload in ("", "model"):
@@ -69,14 +57,6 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
                  and d in case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name, d.check)
                  and any(d.matches_spec(s) for s in specs)),
                 None)
-
-
-def setting_names(value, every: tuple | None) -> list[str] | None:
-    """A speed setting of names (edge_cases, dtypes, edge_dtypes) as a list: one name, a list, or all (``every``;
-    None for a dtype setting: every dtype the run has). Null: None."""
-    if value is None or value == "all":
-        return None if value is None or every is None else list(every)
-    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
 @register_check(
@@ -108,9 +88,7 @@ class SpeedCheck:
     def cases(self, suite: Suite, ctx: RunContext) -> list[Case]:
         dtypes, edge_dtypes = (setting_names(ctx.settings.speed.dtypes, None),
                                setting_names(ctx.settings.speed.edge_dtypes, None))
-        cases = runnable_cases(suite, ctx)
-        if dtypes is not None:
-            cases = [c for c in cases if c.dtype in timed_dtypes(cases, dtypes)]
+        cases = runnable_cases(suite, ctx, dtypes)
         if cases:  # the baseline where the candidate is timed (a spec's dtypes: may leave some out)
             timed = {c.dtype for c in cases}
             cases += [c for c in nearest_torch_cases(suite, ctx) if c.dtype in timed]

@@ -274,7 +274,7 @@ def _number(cfg: DictConfig, key: str, low: float, high: float = float("inf"), v
 
 def resolve_timing(cfg: DictConfig) -> None:
     """The speed and scaling sections checked before anything runs: sizes, counts, times, edge cases."""
-    from optbench.checks.speed import setting_names
+    from optbench.perf.case_timing import setting_names
     from optbench.workloads.speed import EDGE_CASES
 
     _number(cfg, "speed.params", 1)
@@ -285,7 +285,8 @@ def resolve_timing(cfg: DictConfig) -> None:
         _number(cfg, key, 1e-6)
     if OmegaConf.select(cfg, "speed.threads") is not None:
         _int(cfg, "speed.threads", 1)
-    for key, known in (("speed.edge_cases", EDGE_CASES), ("speed.dtypes", DTYPES), ("speed.edge_dtypes", DTYPES)):
+    for key, known in (("speed.edge_cases", EDGE_CASES), ("speed.dtypes", DTYPES), ("speed.edge_dtypes", DTYPES),
+                       ("memory.dtypes", DTYPES)):
         for name in setting_names(OmegaConf.select(cfg, key), None) or ():  # as the speed check reads them
             if name not in known:
                 raise UsageError(f"unknown {key} entry '{name}': {did_you_mean(name, known)}")

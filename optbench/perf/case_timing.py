@@ -185,9 +185,15 @@ def case_rows(case: Case, ctx: RunContext, check: str, prepared: Prepared, timin
     return rows, pct
 
 
-def runnable_cases(suite: Suite, ctx: RunContext) -> list[Case]:
+def runnable_cases(suite: Suite, ctx: RunContext, dtypes: list[str] | None = None) -> list[Case]:
     """One timing case per implementation and dtype that runs here, on the suite's first hparam set (a candidate's:
-    the first it takes and builds, ``first_buildable``; where there is none, the first, whose case then errs)."""
+    the first it takes and builds, ``first_buildable``; where there is none, the first, whose case then errs);
+    ``dtypes``: those measured (speed.dtypes, memory.dtypes; None: every one), ``measured_dtypes``."""
+    cases = _runnable(suite, ctx)
+    return cases if dtypes is None else [c for c in cases if c.dtype in measured_dtypes(cases, dtypes)]
+
+
+def _runnable(suite: Suite, ctx: RunContext) -> list[Case]:
     out = []
     for dtype in ctx.dtypes[suite.name]:
         for impl in ctx.impls[suite.name]:
@@ -199,3 +205,23 @@ def runnable_cases(suite: Suite, ctx: RunContext) -> list[Case]:
                 hset = first_buildable(impl, suite.hparams, probe) or hset
             out.append(Case(suite, impl, dtype, hset, ctx.device, workload="model"))
     return out
+
+
+def setting_names(value, every: tuple | None) -> list[str] | None:
+    """A setting of names (speed.edge_cases, speed.dtypes, speed.edge_dtypes, memory.dtypes) as a list: one name,
+    a list, or all (``every``; None for a dtype setting: every dtype the run has). Null: None."""
+    if value is None or value == "all":
+        return None if value is None or every is None else list(every)
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+def measured_dtypes(cases: list[Case], preferred: list[str]) -> set[str]:
+    """The dtypes measured: the run's among ``preferred`` (speed.dtypes, memory.dtypes), and for an implementation
+    that runs none of them (a float64-only candidate, a run at one other dtype) the first it runs, so that every
+    implementation is measured, beside its baseline."""
+    chosen = {c.dtype for c in cases if c.dtype in preferred}
+    for impl in dict.fromkeys(c.impl_name for c in cases):
+        own = [c.dtype for c in cases if c.impl_name == impl]
+        if not chosen & set(own):
+            chosen.add(own[0])
+    return chosen
