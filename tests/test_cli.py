@@ -58,6 +58,8 @@ def failing(tmp_path):
     (["run", "suite=adam", "speed.params=abc"], "speed.params=abc: need a number"),
     (["run", "suite=adam", "speed.edge_cases=[noncontig]"], "did you mean 'noncontiguous'?"),
     (["run", "suite=adam", "speed.dtypes=[flaot32]"], "unknown speed.dtypes entry 'flaot32': did you mean 'float32'?"),
+    (["run", "suite=adam", "memory.dtypes=bf16"], "unknown memory.dtypes entry 'bf16': did you mean 'bfloat16'?"),
+    (["run", "suite=adam", "compile_hparams=nonee"], "unknown compile_hparams entry 'nonee': did you mean 'none'?"),
     (["run", "suite=adam", "speed.edge_dtypes=bfloat"], "unknown speed.edge_dtypes entry 'bfloat'"),
     (["run", "suite=adam", "scaling.tensor_counts=[0]"], "scaling.tensor_counts entry 0: need a whole number"),
     (["run", "suite=adam", "scaling.memory_fraction=2"], "scaling.memory_fraction=2: need a number in [1e-06, 1]"),

@@ -91,7 +91,7 @@ class Planner:
             settings=self.settings, device=self.device, steps=self.steps, seed=self.seed,
             impls={s.name: resolve_implementations(cfg, s, candidate, lenient=meta) for s in self.suites},
             dtypes=self.dtypes,
-            compile_dtypes=resolve_compile_dtypes(cfg), compile_hparams=resolve_compile_hparams(cfg),
+            compile_dtypes=resolve_compile_dtypes(cfg), compile_hparams=resolve_compile_hparams(cfg, self.suites),
             candidate=candidate, checks=tuple(self.selected_checks()))
 
     def plan(self) -> list[tuple[object, Case]]:

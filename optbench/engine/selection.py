@@ -113,11 +113,16 @@ def resolve_compile_dtypes(cfg: DictConfig) -> tuple[str, ...] | None:
     return tuple(names) or None
 
 
-def resolve_compile_hparams(cfg: DictConfig) -> tuple[str, ...] | None:
-    """The hparam sets the compiled variant runs (None: all; (): none, ``compile_hparams=none``)."""
+def resolve_compile_hparams(cfg: DictConfig, suites=()) -> tuple[str, ...] | None:
+    """The hparam sets the compiled variant runs (None: all; (): none, ``compile_hparams=none``); a name that is
+    neither ``first``, ``default`` nor a set of one of ``suites`` is a usage error."""
     if cfg.get("compile_hparams") == "none":
         return ()
     names = _names(cfg.get("compile_hparams", "all"), "compile_hparams")
+    known = list(dict.fromkeys(["all", "none", "first", "default", *(h.name for s in suites for h in s.hparams)]))
+    for name in names:
+        if suites and name not in known:
+            raise UsageError(f"unknown compile_hparams entry '{name}': {did_you_mean(name, known)}")
     return tuple(names) or None
 
 

@@ -190,7 +190,10 @@ def runnable_cases(suite: Suite, ctx: RunContext, dtypes: list[str] | None = Non
     the first it takes and builds, ``first_buildable``; where there is none, the first, whose case then errs);
     ``dtypes``: those measured (speed.dtypes, memory.dtypes; None: every one), ``measured_dtypes``."""
     cases = _runnable(suite, ctx)
-    return cases if dtypes is None else [c for c in cases if c.dtype in measured_dtypes(cases, dtypes)]
+    if dtypes is None:
+        return cases
+    measured = measured_dtypes(cases, dtypes)
+    return [c for c in cases if c.dtype in measured]
 
 
 def _runnable(suite: Suite, ctx: RunContext) -> list[Case]:

@@ -155,7 +155,7 @@ def _torch_class_name(name) -> str | None:
     return str(name)
 
 
-def _fraction(value, key: str) -> float:
+def _positive(value, key: str) -> float:
     """A positive finite number (``speed_scale:``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ValueError(f"{key}: {value!r} is not a positive number (e.g. 0.0625 for 1/16)")
@@ -450,5 +450,5 @@ class Suite:
                              for i, c in enumerate(cfg.get("candidates") or ())),
             roofline=keys.declared_cost(plain(cfg.get("roofline"))),
             nearest=_torch_class_name(cfg.get("nearest")),
-            speed_scale=_fraction(plain(cfg.get("speed_scale", 1.0)), "speed_scale"),
+            speed_scale=_positive(plain(cfg.get("speed_scale", 1.0)), "speed_scale"),
         )
