@@ -12,6 +12,9 @@ from omegaconf import DictConfig
 
 from optbench.suites import CONFIG_MODULE
 from optbench.usage import UsageError, did_you_mean
+from optbench.yaml_loader import install as install_yaml_loader
+
+install_yaml_loader()  # every compose reads its YAML with libyaml's parser (the same values, 8x sooner)
 
 
 def config_names(group: str, config_dirs=()) -> list[str]:

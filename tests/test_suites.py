@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_module
-from omegaconf import OmegaConf
 
 import optbench.checks  # noqa: F401  (the checks' config blocks)
 from optbench.implementations import optimizer_class
@@ -110,24 +109,3 @@ def test_a_deviation_declared_for_a_device_applies_only_on_it():
     sgd = resolve(composed("sgd").suite)[0]
     assert any(d.finding == "F01" for d in sgd.on_device("cpu").deviations)
     assert not any(d.finding == "F01" for d in sgd.on_device("cuda").deviations)
-
-
-def test_suite_files_parse_as_omegaconf_parses_them():
-    """The catalogue parses suite files with libyaml under OmegaConf's rules: every YAML file here gives the same
-    tree as ``OmegaConf.create`` (floats such as ``1e-3``, dates kept as text), and a duplicate key is refused."""
-    import yaml
-
-    from optbench.suite.catalog import _yaml_loader
-
-    def fast(text):
-        parsed = yaml.load(text, Loader=_yaml_loader())
-        return OmegaConf.to_container(OmegaConf.create({} if parsed is None else parsed))
-
-    files = sorted(REPO.glob("suites/**/*.yaml")) + sorted(REPO.glob("tests/**/*.yaml"))
-    assert len(files) > 40
-    for path in files:
-        text = path.read_text()
-        assert repr(fast(text)) == repr(OmegaConf.to_container(OmegaConf.create(text))), path
-    assert fast("a: 1e-3\nb: 2020-01-01\nc: .5\nd: 1_000\n") == {"a": 0.001, "b": "2020-01-01", "c": 0.5, "d": 1000}
-    with pytest.raises(yaml.YAMLError, match="duplicate key"):
-        fast("a: 1\nb: {c: 3, c: 4}\n")

@@ -19,6 +19,7 @@ import optbench.plugins as plugins
 from optbench.suite.spec import Suite
 from optbench.suites import CONFIG_MODULE
 from optbench.usage import UsageError, say_once
+from optbench.yaml_loader import loader
 
 
 def suite_files(config_dirs=()) -> dict[str, object]:
@@ -72,21 +73,6 @@ def _read(entry) -> DictConfig:
     return _parsed(entry.name, entry.read_text(encoding="utf-8"), str(entry))
 
 
-@lru_cache(maxsize=1)
-def _yaml_loader():
-    """OmegaConf's YAML loader (its float forms such as ``1e-3``, no timestamps, duplicate keys refused) on
-    libyaml's parser where PyYAML has it: the pure-Python parser took 1.8 s of ``optbench list``'s 9 s (every
-    suite file)."""
-    import yaml
-    from omegaconf._utils import get_yaml_loader
-
-    loader = get_yaml_loader()
-    if not getattr(yaml, "__with_libyaml__", False):
-        return loader
-    # libyaml's parser first in the order, OmegaConf's resolvers, constructors and duplicate-key check after it
-    return type("LibyamlOmegaConfLoader", (yaml.CSafeLoader, loader), {})
-
-
 @lru_cache(maxsize=256)
 def _parsed(name: str, text: str, where: str) -> DictConfig:
     import yaml
@@ -94,12 +80,7 @@ def _parsed(name: str, text: str, where: str) -> DictConfig:
     entry = Path(where)
     stem = name[: -len(".yaml")]
     try:
-        try:
-            parsed = yaml.load(text, Loader=_yaml_loader())
-        except yaml.YAMLError:  # PyYAML's own parser says what it expected and what it found (libyaml: less)
-            from omegaconf._utils import get_yaml_loader
-
-            parsed = yaml.load(text, Loader=get_yaml_loader())
+        parsed = yaml.load(text, Loader=loader())
         cfg = OmegaConf.create({} if parsed is None else parsed)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
