@@ -94,6 +94,44 @@ def momentum_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
                           "momentum_buffer": buf, "update_scale": scale}
 
 
+def rmsprop_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
+                 blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
+    """(the new parameter, the new state) of one RMSprop step (torch's, not centered, without momentum) from
+    ``state``: ``codes1``/``absmax1``/``map1`` (the running average of squared gradients) and ``step``; ``hp``:
+    ``lr``, ``alpha``, ``eps``, ``weight_decay`` (the L2 term added to the gradient). The new state holds its codes
+    and absmax, as ``square_avg`` the float64 average they quantize, and as ``update_scale`` the magnitude of the
+    update's terms (the gradient's and the decay's: where they cancel, rounding decides the step, as SGD's)."""
+    lr, alpha = float(hp["lr"]), float(hp.get("alpha", 0.99))
+    eps, decay = float(hp.get("eps", 1e-8)), float(hp.get("weight_decay", 0.0))
+    p = np.asarray(param, dtype=np.float64)
+    g = np.asarray(grad, dtype=np.float64) + decay * p
+    kept = dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize)
+    v = alpha * kept + (1.0 - alpha) * g * g
+    codes1, absmax1 = quantize_blockwise(v, state["map1"], blocksize)
+    denom = np.sqrt(v) + eps
+    return p - lr * g / denom, {"step": int(state["step"]) + 1, "codes1": codes1, "absmax1": absmax1,
+                                "map1": state["map1"], "square_avg": v,
+                                "update_scale": lr * (np.abs(grad) + np.abs(decay * p)) / denom}
+
+
+def adagrad_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
+                 blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
+    """(the new parameter, the new state) of one Adagrad step (torch's, without lr_decay, the accumulator starting
+    at 0) from ``state``: ``codes1``/``absmax1``/``map1`` (the sum of squared gradients) and ``step``; ``hp``: ``lr``,
+    ``eps``, ``weight_decay`` (the L2 term added to the gradient). The new state holds its codes and absmax and, as
+    ``sum``, the float64 sum they quantize, and as ``update_scale`` the magnitude of the update's terms (as
+    ``rmsprop_step``'s)."""
+    lr, eps, decay = float(hp["lr"]), float(hp.get("eps", 1e-10)), float(hp.get("weight_decay", 0.0))
+    p = np.asarray(param, dtype=np.float64)
+    g = np.asarray(grad, dtype=np.float64) + decay * p
+    total = dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize) + g * g
+    codes1, absmax1 = quantize_blockwise(total, state["map1"], blocksize)
+    denom = np.sqrt(total) + eps
+    return p - lr * g / denom, {"step": int(state["step"]) + 1, "codes1": codes1, "absmax1": absmax1,
+                                "map1": state["map1"], "sum": total,
+                                "update_scale": lr * (np.abs(grad) + np.abs(decay * p)) / denom}
+
+
 @dataclass(frozen=True)
 class QuantizedStep:
     """A documented optimizer's step on 8-bit block-wise state: ``step(param, grad, state, hp, blocksize)``, the
@@ -125,6 +163,9 @@ STEPS = {  # the references a quantized step exists for
     "lion": QuantizedStep(lion_step, (("exp_avg", True),), frozenset({"lr", "betas", "weight_decay"})),
     "sgd": QuantizedStep(momentum_step, (("momentum_buffer", True),), frozenset({"lr", "momentum", "weight_decay"}),
                          nonzero=("momentum",)),
+    # one moment, non-negative, on the signed map: bitsandbytes' one-state optimizers keep state1 there
+    "rmsprop": QuantizedStep(rmsprop_step, (("square_avg", True),), frozenset({"lr", "alpha", "eps", "weight_decay"})),
+    "adagrad": QuantizedStep(adagrad_step, (("sum", True),), frozenset({"lr", "eps", "weight_decay"})),
 }
 
 

@@ -207,3 +207,44 @@ def test_bitsandbytes_sgd8bit_is_judged_by_the_momentum_step_where_it_keeps_a_bu
                             f"out_dir={tmp_path / 'wrong'}", cwd=tmp_path, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert rows_of(tmp_path / "wrong")["quantized.param_max_err_eps"]["status"] == "fail"
+
+# the second moment's decay 0.1 below the one asked (bitsandbytes' RMSprop keeps alpha as betas[0])
+WRONG_RMSPROP = WRONG_BETAS.format(name="RMSprop8bit", betas='(g["betas"][0] - 0.1, g["betas"][1])')
+WRONG_ADAGRAD = """
+class Adagrad8bit(bnb.optim.Adagrad8bit):  # steps with 1.1 times the lr its param groups hold
+    def step(self, closure=None):
+        for g in self.param_groups:
+            g["lr"] *= 1.1
+        try:
+            return super().step(closure)
+        finally:
+            for g in self.param_groups:
+                g["lr"] /= 1.1
+"""
+
+
+@pytest.mark.parametrize("suite, name, moment, wrong", [("rmsprop", "RMSprop8bit", "square_avg", WRONG_RMSPROP),
+                                                        ("adagrad", "Adagrad8bit", "sum", WRONG_ADAGRAD)])
+def test_bitsandbytes_one_state_8bit_optimizers_are_judged_by_their_step_and_a_wrong_one_fails(tmp_path, suite, name,
+                                                                                               moment, wrong):
+    """RMSprop8bit and Adagrad8bit keep one quantized state on the signed map: judged by the quantized RMSprop and
+    Adagrad steps at float32 and bfloat16 with and without weight decay (where the gradient and the decay cancel,
+    rounding decides the step and the tolerance scales with the terms); a wrong alpha or lr fails the parameter."""
+    args = [a for a in RUN if a not in ("suite=adamw", "hparams=[default]", "dtype=float32")]
+    done = warm_command.run(*args, f"suite={suite}", "dtype=[float32,bfloat16]", "hparams=[default,weight_decay]",
+                            f"candidate=bitsandbytes.optim.{name}", f"out_dir={tmp_path / 'out'}", cwd=tmp_path,
+                            timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    judged = {(r["dtype"], r["hparams"], r["metric"]): r["status"] for r in rows
+              if r["check"] == "quantized" and r["metric"].startswith("quantized.") and r["status"] != "info"}
+    cases = {(dtype, hparams) for dtype, hparams, _ in judged}  # rmsprop's weight_decay set: float32 only (its note)
+    assert {("float32", "default"), ("float32", "weight_decay"), ("bfloat16", "default")} <= cases, judged
+    assert len(judged) == 3 * len(cases) and set(judged.values()) == {"pass"}, judged
+    (tmp_path / "wrong1state.py").write_text("import bitsandbytes as bnb\n" + wrong)
+    (tmp_path / "wrong1state.yaml").write_text(LION_SPEC.replace("wronglion.Lion8bit", f"wrong1state.{name}")
+                                               .replace("exp_avg", moment))
+    done = warm_command.run(*args, f"suite={suite}", "dtype=float32", "hparams=[default]",
+                            "candidate=wrong1state.yaml", f"out_dir={tmp_path / 'wrong'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rows_of(tmp_path / "wrong")["quantized.param_max_err_eps"]["status"] == "fail"
