@@ -1,6 +1,7 @@
 """One step of an 8-bit block-wise Adam(W) (Dettmers et al., 2022, "8-bit Optimizers via Block-wise Quantization",
 arXiv:2110.02861, Algorithm 1), or of Lion (Chen et al., 2023, Algorithm 2) on the same block-wise state, in float64,
-or of SGD with momentum (its buffer, signed), taken from the implementation's own quantized state.
+or of SGD with momentum (its buffer, signed), RMSprop, Adagrad (one non-negative state) or LAMB (Adam's moments and
+``lamb``'s trust ratio), taken from the implementation's own quantized state.
 
 The state of an 8-bit optimizer is, per moment, uint8 codes of the parameter's shape, the absolute maximum of each
 block of ``blocksize`` consecutive elements, and the map the codes index (``_quantization``: the signed dynamic map
@@ -26,6 +27,7 @@ from functools import partial
 
 import numpy as np
 
+from . import lamb
 from ._quantization import dequantize_blockwise, disagreement_distance, dynamic_map, quantize_blockwise
 
 BLOCKSIZE = 256  # the block size of the 8-bit optimizers' state (bitsandbytes' optimizers, the paper's Section 2)
@@ -132,6 +134,23 @@ def adagrad_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
                                 "update_scale": lr * (np.abs(grad) + np.abs(decay * p)) / denom}
 
 
+def lamb_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
+              blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
+    """(the new parameter, the new state) of one LAMB step (``lamb.update``: Adam's moments, the direction scaled by
+    the tensor's trust ratio, with its options) from the dequantized moments of ``state`` (``codes1``/``absmax1``/
+    ``map1``, ``codes2``/``absmax2``/``map2``, ``step``). The new state holds the new codes and absmax and, as
+    ``exp_avg``/``exp_avg_sq``, the float64 moments they quantize."""
+    moments = {"step": np.float64(state["step"]),
+               "exp_avg": dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize),
+               "exp_avg_sq": dequantize_blockwise(state["codes2"], state["absmax2"], state["map2"], blocksize)}
+    p, new = lamb.update(np.asarray(param, dtype=np.float64), np.asarray(grad, dtype=np.float64), moments, hp)
+    codes1, absmax1 = quantize_blockwise(new["exp_avg"], state["map1"], blocksize)
+    codes2, absmax2 = quantize_blockwise(new["exp_avg_sq"], state["map2"], blocksize)
+    return p, {"step": int(state["step"]) + 1, "codes1": codes1, "absmax1": absmax1, "map1": state["map1"],
+               "codes2": codes2, "absmax2": absmax2, "map2": state["map2"], "exp_avg": new["exp_avg"],
+               "exp_avg_sq": new["exp_avg_sq"]}
+
+
 @dataclass(frozen=True)
 class QuantizedStep:
     """A documented optimizer's step on 8-bit block-wise state: ``step(param, grad, state, hp, blocksize)``, the
@@ -166,6 +185,8 @@ STEPS = {  # the references a quantized step exists for
     # one moment, non-negative, on the signed map: bitsandbytes' one-state optimizers keep state1 there
     "rmsprop": QuantizedStep(rmsprop_step, (("square_avg", True),), frozenset({"lr", "alpha", "eps", "weight_decay"})),
     "adagrad": QuantizedStep(adagrad_step, (("sum", True),), frozenset({"lr", "eps", "weight_decay"})),
+    "lamb": QuantizedStep(lamb_step, ADAM_MOMENTS,
+                          frozenset({"lr", "betas", "eps", "weight_decay", "weight_decouple"})),
 }
 
 

@@ -147,3 +147,20 @@ def test_the_mutant_catalogue_judges_its_8bit_optimizers_through_their_spec_and_
         assert json.loads(t.spec)["quantized"]["moments"]["exp_avg"] == ["state1", "absmax1", "qmap1"]
     assert found["adamw.SwappedStateDictAdamW"].checks == ("parity", "roundtrip")
     assert found["adamw.SwappedStateDictAdamW"].spec is None
+
+
+@pytest.mark.parametrize("cls, code", [("NumpyLamb8bit", 0), ("NoTrustRatioLamb8bit", 1)])
+def test_an_8bit_lamb_is_judged_by_lambs_step_and_one_without_its_trust_ratio_fails(tmp_path, cls, code):
+    """The quantized LAMB step scales Adam's direction by the tensor's trust ratio: an 8-bit LAMB on optbench's own
+    quantizer passes it with and without weight decay; the same without the ratio (Adam's step, as bitsandbytes'
+    LAMB8bit takes, F72) fails the parameter while its moments' codes and absmax pass."""
+    done = warm_command.run("run", "suite=lamb", "dtype=float32", "checks=[quantized]", "impl=[candidate]",
+                            "hparams=[default,weight_decay_coupled]", "history_dir=null", "jobs=1",
+                            f"candidate={spec(tmp_path, cls)}", f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert done.returncode == code, done.stdout + done.stderr
+    rows = [r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+            if r["check"] == "quantized" and r["metric"].startswith("quantized.") and r["status"] != "info"]
+    assert {r["hparams"] for r in rows} == {"default", "weight_decay_coupled"}, rows
+    for r in rows:
+        wrong = code == 1 and r["metric"] == "quantized.param_max_err_eps"
+        assert r["status"] == ("fail" if wrong else "pass"), r

@@ -16,6 +16,8 @@ parameters keep 32-bit state and are judged by the parity check. What the candid
 
 from __future__ import annotations
 
+import fnmatch
+
 import numpy as np
 import torch
 
@@ -152,7 +154,7 @@ class QuantizedCheck:
     def _judged(self, case: Case, ctx: RunContext, workload, taken: list[dict], defaults: dict) -> Outcome:
         q = declared(case.impl.spec)
         names = [s.name for s in workload.specs]
-        hp = case.hset.reference_hp(names, defaults, case.suite.reference_options)
+        hp = case.hset.reference_hp(names, defaults, case.impl.reference_options(case.suite.reference_options))
         params = workload.materialize(DTYPES[case.dtype], ctx.device)
         before = {n: as_array(p) for n, p in params.items()}
         quantized = STEPS[_reference_name(case.suite)]
@@ -208,9 +210,12 @@ class QuantizedCheck:
                  f"rounding ({ROUNDING + _grid(q):.3g} of the block's range)"
                  + (f"; {where_unexplained}" if unexplained else "")
                  + f"; {wrong_maps} map entries differ from the documented maps")):
-            status = declared_status("pass" if ok else "fail", declared_[0] if declared_ else None)
+            # a declaration's tensor glob: the parameter row judges "param", the absmax and codes rows the moments
+            judged = ("param",) if metric == QUANTIZED_PARAM_ERR_EPS else tuple(q["moments"])
+            covering = next((d for d in declared_ if any(fnmatch.fnmatchcase(t, d.tensor) for t in judged)), None)
+            status = declared_status("pass" if ok else "fail", covering)
             rows.append(row(case.labels, check=self.name, metric=metric, value=value, status=status, detail=detail,
-                            step=len(taken), finding=declared_[0].finding if declared_ and status != "pass" else ""))
+                            step=len(taken), finding=covering.finding if covering and status != "pass" else ""))
         price = free.price({n: taken[-1][n]["param"] for n in params}, len(taken))
         rows += [row(case.labels, check=self.name, metric=metric, value=value, status="info", detail=detail,
                      step=len(taken)) for metric, value, detail in price]

@@ -1,6 +1,6 @@
-"""8-bit block-wise AdamW and Lion written on optbench's own float64 quantizer (no bitsandbytes), and mutants of them
-that the quantized check must catch: a parameter of at least ``min_8bit_size`` elements keeps its moments as uint8
-codes with a float32 absmax per block of 256 (``state1``, ``absmax1``, ``qmap1``; ``state2``...), the layout of
+"""8-bit block-wise AdamW, Lion and LAMB written on optbench's own float64 quantizer (no bitsandbytes), and mutants
+of them that the quantized check must catch: a parameter of at least ``min_8bit_size`` elements keeps its moments
+as uint8 codes with a float32 absmax per block of 256 (``state1``, ``absmax1``, ``qmap1``; ``state2``...), the layout of
 bitsandbytes' 8-bit optimizers, a smaller one float32 moments (``exp_avg``, ``exp_avg_sq``). Each is judged through the
 candidate spec in ``SPECS`` (the quantized state's layout), at float32: its step is float64 NumPy written back."""
 
@@ -11,7 +11,8 @@ import math
 import numpy as np
 import torch
 
-from optbench.reference._blockwise_8bit_step import adamw_step, lion_step
+from optbench.reference import lamb
+from optbench.reference._blockwise_8bit_step import adamw_step, lamb_step, lion_step
 from optbench.reference._quantization import dynamic_map
 
 
@@ -138,15 +139,73 @@ class WrongBeta1Lion8bit(NumpyLion8bit):
     wrong_beta1 = 0.99
 
 
+class NumpyLamb8bit(_Keeps8bitCodes):
+    """Control: an 8-bit LAMB in bitsandbytes' layout (Adam's two moments), each tensor's step scaled by its trust
+    ratio (``reference/lamb.py``, also for the float32 state of a small parameter)."""
+
+    trust_ratio = True  # False: the mutant, Adam's direction unscaled (bitsandbytes' LAMB8bit, F72)
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, weight_decouple=False,
+                 min_8bit_size=4096):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+                                  "weight_decouple": weight_decouple})
+        self.min_8bit_size = min_8bit_size
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            hp = {k: group[k] for k in ("lr", "betas", "eps", "weight_decay", "weight_decouple")}
+            hp["adam"] = not self.trust_ratio
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if p.numel() < self.min_8bit_size:
+                    if not state:
+                        state.update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p),
+                                     exp_avg_sq=torch.zeros_like(p))
+                    new_p, new = lamb.update(p.double().numpy(), p.grad.double().numpy(),
+                                             {k: (v.double().numpy() if k != "step" else float(v))
+                                              for k, v in state.items()}, hp)
+                    state.update(step=torch.tensor(new["step"]), **{k: torch.as_tensor(np.asarray(new[k])).to(p.dtype)
+                                                                    for k in ("exp_avg", "exp_avg_sq")})
+                    p.copy_(torch.as_tensor(np.asarray(new_p)))  # a 0-d parameter's step is a NumPy scalar
+                    continue
+                if not state:
+                    blocks = -(-p.numel() // 256)
+                    state.update(step=0, **{f"{key}{k}": value for k, signed in ((1, True), (2, False)) for key, value
+                                            in (("state", torch.zeros(p.shape, dtype=torch.uint8)),
+                                                ("absmax", torch.zeros(blocks)),
+                                                ("qmap", torch.tensor(dynamic_map(signed), dtype=torch.float32)))})
+                before = {"step": state["step"], "map1": dynamic_map(True), "map2": dynamic_map(False)}
+                for k in (1, 2):
+                    before[f"codes{k}"] = state[f"state{k}"].numpy()
+                    before[f"absmax{k}"] = state[f"absmax{k}"].double().numpy()
+                new_p, new = lamb_step(p.double().numpy(), p.grad.double().numpy(), before, hp)
+                p.copy_(torch.from_numpy(new_p))
+                state["step"] = new["step"]
+                for k in (1, 2):
+                    state[f"state{k}"] = torch.from_numpy(np.asarray(new[f"codes{k}"], np.uint8).reshape(p.shape))
+                    state[f"absmax{k}"] = torch.from_numpy(np.asarray(new[f"absmax{k}"])).float()
+
+
+class NoTrustRatioLamb8bit(NumpyLamb8bit):
+    """Mutant: Adam's direction unscaled, no trust ratio (as bitsandbytes' LAMB8bit steps its 8-bit parameters)."""
+
+    trust_ratio = False
+
+
 _QUANTIZED = {"scheme": "blockwise_8bit", "blocksize": 256, "min_size": 4096}
 _ADAMW_SPEC = {"dtypes": ["float32"], "quantized": {**_QUANTIZED, "moments": {
     "exp_avg": ["state1", "absmax1", "qmap1"], "exp_avg_sq": ["state2", "absmax2", "qmap2"]}}}
 _LION_SPEC = {"dtypes": ["float32"],
               "quantized": {**_QUANTIZED, "moments": {"exp_avg": ["state1", "absmax1", "qmap1"]}}}
-MUTANTS = {"WrongBeta2AdamW8bit": "adamw", "StuckStepAdamW8bit": "adamw", "WrongBeta1Lion8bit": "lion"}
-CONTROLS = {"NumpyAdamW8bit": "adamw", "NumpyLion8bit": "lion"}
+MUTANTS = {"WrongBeta2AdamW8bit": "adamw", "StuckStepAdamW8bit": "adamw", "WrongBeta1Lion8bit": "lion",
+           "NoTrustRatioLamb8bit": "lamb"}
+CONTROLS = {"NumpyAdamW8bit": "adamw", "NumpyLion8bit": "lion", "NumpyLamb8bit": "lamb"}
 EXISTS_AT = dict.fromkeys([*MUTANTS, *CONTROLS], ("float32",))
 CAUGHT_BY = dict.fromkeys(MUTANTS, "quantized")
 # the candidate spec each is judged through (a spec file's keys but class): its quantized state's layout
-SPECS = {**dict.fromkeys(["NumpyAdamW8bit", "WrongBeta2AdamW8bit", "StuckStepAdamW8bit"], _ADAMW_SPEC),
+SPECS = {**dict.fromkeys(["NumpyAdamW8bit", "WrongBeta2AdamW8bit", "StuckStepAdamW8bit", "NumpyLamb8bit",
+                          "NoTrustRatioLamb8bit"], _ADAMW_SPEC),
          **dict.fromkeys(["NumpyLion8bit", "WrongBeta1Lion8bit"], _LION_SPEC)}
