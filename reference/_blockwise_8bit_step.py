@@ -1,7 +1,8 @@
 """One step of an 8-bit block-wise Adam(W) (Dettmers et al., 2022, "8-bit Optimizers via Block-wise Quantization",
 arXiv:2110.02861, Algorithm 1), or of Lion (Chen et al., 2023, Algorithm 2) on the same block-wise state, in float64,
-or of SGD with momentum (its buffer, signed), RMSprop, Adagrad (one non-negative state) or LAMB (Adam's moments and
-``lamb``'s trust ratio), taken from the implementation's own quantized state.
+or of SGD with momentum (its buffer, signed), RMSprop, Adagrad (one non-negative state), LAMB (Adam's moments and
+``lamb``'s trust ratio) or AdEMAMix (two EMAs and the second moment), taken from the implementation's own quantized
+state.
 
 The state of an 8-bit optimizer is, per moment, uint8 codes of the parameter's shape, the absolute maximum of each
 block of ``blocksize`` consecutive elements, and the map the codes index (``_quantization``: the signed dynamic map
@@ -27,7 +28,7 @@ from functools import partial
 
 import numpy as np
 
-from . import lamb
+from . import ademamix, lamb
 from ._quantization import dequantize_blockwise, disagreement_distance, dynamic_map, quantize_blockwise
 
 BLOCKSIZE = 256  # the block size of the 8-bit optimizers' state (bitsandbytes' optimizers, the paper's Section 2)
@@ -151,6 +152,23 @@ def lamb_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
                "exp_avg_sq": new["exp_avg_sq"]}
 
 
+def ademamix_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
+                  blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
+    """(the new parameter, the new state) of one AdEMAMix step (``ademamix.update``, its schedulers at this step)
+    from the dequantized moments of ``state``: ``codes1``/``absmax1``/``map1`` the fast EMA (m1), ``codes2``... the
+    slow one (m2), both signed, ``codes3``... the second moment (nu, unsigned), and ``step``. The new state holds the
+    new codes and absmax and the float64 moments they quantize."""
+    names = ("exp_avg", "exp_avg_slow", "exp_avg_sq")
+    moments = {"step": np.float64(state["step"]), **{name: dequantize_blockwise(
+        state[f"codes{k}"], state[f"absmax{k}"], state[f"map{k}"], blocksize) for k, name in enumerate(names, 1)}}
+    p, new = ademamix.update(np.asarray(param, dtype=np.float64), np.asarray(grad, dtype=np.float64), moments, hp)
+    out = {"step": int(state["step"]) + 1}
+    for k, name in enumerate(names, start=1):
+        out[f"codes{k}"], out[f"absmax{k}"] = quantize_blockwise(new[name], state[f"map{k}"], blocksize)
+        out[f"map{k}"], out[name] = state[f"map{k}"], new[name]
+    return p, out
+
+
 @dataclass(frozen=True)
 class QuantizedStep:
     """A documented optimizer's step on 8-bit block-wise state: ``step(param, grad, state, hp, blocksize)``, the
@@ -185,6 +203,10 @@ STEPS = {  # the references a quantized step exists for
     # one moment, non-negative, on the signed map: bitsandbytes' one-state optimizers keep state1 there
     "rmsprop": QuantizedStep(rmsprop_step, (("square_avg", True),), frozenset({"lr", "alpha", "eps", "weight_decay"})),
     "adagrad": QuantizedStep(adagrad_step, (("sum", True),), frozenset({"lr", "eps", "weight_decay"})),
+    # bitsandbytes' AdEMAMix8bit: both EMAs of the gradient on the signed map, the second moment on the unsigned
+    "ademamix": QuantizedStep(ademamix_step, (("exp_avg", True), ("exp_avg_slow", True), ("exp_avg_sq", False)),
+                              frozenset({"lr", "betas", "alpha", "t_alpha_beta3", "eps", "weight_decay",
+                                         "weight_decouple"})),
     "lamb": QuantizedStep(lamb_step, ADAM_MOMENTS,
                           frozenset({"lr", "betas", "eps", "weight_decay", "weight_decouple"})),
 }

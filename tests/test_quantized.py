@@ -248,3 +248,55 @@ def test_bitsandbytes_one_state_8bit_optimizers_are_judged_by_their_step_and_a_w
                             "candidate=wrong1state.yaml", f"out_dir={tmp_path / 'wrong'}", cwd=tmp_path, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert rows_of(tmp_path / "wrong")["quantized.param_max_err_eps"]["status"] == "fail"
+
+
+WRONG_ADEMAMIX = """
+class AdEMAMix8bit(bnb.optim.AdEMAMix8bit):  # mixes in the slow EMA with twice the alpha its param groups hold
+    def step(self, closure=None):
+        for g in self.param_groups:
+            g["alpha"] *= 2.0
+        try:
+            return super().step(closure)
+        finally:
+            for g in self.param_groups:
+                g["alpha"] /= 2.0
+"""
+ADEMAMIX_SPEC = """
+class: wrongmix.AdEMAMix8bit
+dtypes: [float32, bfloat16]
+conventions: {weight_decouple: true}
+rename: {t_alpha_beta3: {each: [t_alpha, t_beta3]}}
+state: {decode: optbench.adapters.libraries.bitsandbytes.ademamix}
+quantized:
+  scheme: blockwise_8bit
+  blocksize: 256
+  min_size: 4096
+  grid: 65536
+  moments: {exp_avg: ["state1[0]", "absmax1[0]", qmap1], exp_avg_slow: ["state1[1]", "absmax1[1]", qmap1],
+            exp_avg_sq: [state2, absmax2, qmap2]}
+"""
+
+
+def test_bitsandbytes_ademamix8bit_is_judged_from_its_stacked_emas_and_a_wrong_one_fails(tmp_path):
+    """AdEMAMix8bit keeps its two EMAs stacked in one uint8 state1 (state1[0], state1[1] in its spec): judged by the
+    quantized AdEMAMix step, schedulers included; a set asking for a decay its class fixes otherwise is unsupported,
+    saying so; mixing in the slow EMA with twice the alpha fails the parameter, not the moments."""
+    args = [a for a in RUN if a not in ("suite=adamw", "hparams=[default]")]
+    done = warm_command.run(*args, "suite=ademamix", "hparams=[default,schedule,weight_decay,weight_decay_l2]",
+                            "candidate=bitsandbytes.optim.AdEMAMix8bit", f"out_dir={tmp_path / 'out'}", cwd=tmp_path,
+                            timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    judged = {(r["hparams"], r["metric"]): r["status"] for r in rows
+              if r["check"] == "quantized" and r["metric"].startswith("quantized.") and r["status"] != "info"}
+    assert len(judged) == 3 * 3 and set(judged.values()) == {"pass"}, judged
+    assert next(r["detail"] for r in rows if r["hparams"] == "weight_decay_l2" and r["check"] == "quantized").endswith(
+        "its class always does weight_decouple=True (conventions)")
+    (tmp_path / "wrongmix.py").write_text("import bitsandbytes as bnb\n" + WRONG_ADEMAMIX)
+    (tmp_path / "wrongmix.yaml").write_text(ADEMAMIX_SPEC)
+    done = warm_command.run(*args, "suite=ademamix", "hparams=[default]", "candidate=wrongmix.yaml",
+                            f"out_dir={tmp_path / 'wrong'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    wrong = rows_of(tmp_path / "wrong")
+    assert wrong["quantized.param_max_err_eps"]["status"] == "fail"
+    assert wrong["quantized.codes_unexplained"]["status"] == wrong["quantized.absmax_max_err_eps"]["status"] == "pass"

@@ -164,3 +164,26 @@ def test_an_8bit_lamb_is_judged_by_lambs_step_and_one_without_its_trust_ratio_fa
     for r in rows:
         wrong = code == 1 and r["metric"] == "quantized.param_max_err_eps"
         assert r["status"] == ("fail" if wrong else "pass"), r
+
+
+def test_a_moment_may_be_one_of_a_stacked_state_tensor_and_a_malformed_key_is_refused():
+    """``state1[1]`` reads the second of the moments stacked in ``state1`` (bitsandbytes' AdEMAMix8bit); a key that is
+    no name or ``name[i]`` is a spec error naming it; an index past the stack reads as no quantized state."""
+    import torch
+
+    from optbench.adapters.quantized import parse, read
+    from optbench.adapters.registry import CandidateSpecError
+
+    moments = {"exp_avg": ["state1[0]", "absmax1[0]", "qmap1"], "exp_avg_slow": ["state1[1]", "absmax1[1]", "qmap1"]}
+    q = parse({"scheme": "blockwise_8bit", "min_size": 1, "moments": moments}, "spec")
+
+    class Spec:
+        extra = {"quantized": q}
+
+    codes = torch.tensor([[[1, 2]], [[3, 4]]], dtype=torch.uint8)
+    state = {"state1": codes, "absmax1": torch.tensor([[0.5], [2.0]]), "qmap1": torch.linspace(-1, 1, 256), "step": 3}
+    got = read(Spec, state)
+    assert got["codes2"].tolist() == [[3, 4]] and got["absmax2"].tolist() == [2.0] and got["step"] == 3
+    assert read(Spec, {**state, "state1": codes[:1]}) is None
+    with pytest.raises(CandidateSpecError, match=r"'state1\[x\]' is no state key"):
+        parse({"scheme": "blockwise_8bit", "moments": {"exp_avg": ["state1[x]", "absmax1", "qmap1"]}}, "spec")

@@ -10,12 +10,16 @@
         exp_avg_sq: [state2, absmax2, qmap2]   # in the suite's quantized step's order (Lion: exp_avg alone)
       grid: 65536                  # optional: the quantizer first rounds to this many points on [-1, 1]
 
+A key may index a stacked state tensor: ``state1[0]`` is the first of the moments bitsandbytes' AdEMAMix8bit keeps
+stacked in ``state1`` (``absmax1[0]`` its absmax), ``state1[1]`` the second.
+
 A parameter of at least ``min_size`` elements is judged by the quantized check, one step at a time from the
 candidate's own quantized state, in the quantizer's units; the parity check judges the others (``full_precision``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -24,6 +28,7 @@ import torch
 from optbench.adapters.registry import CandidateSpecError, adapter_key, reject_unknown
 
 KEYS = {"scheme", "blocksize", "min_size", "moments", "grid"}
+STATE_KEY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>\d+)\])?")  # state1, or state1[0]
 SCHEMES = ("blockwise_8bit",)
 
 
@@ -44,6 +49,10 @@ def parse(value, source: str) -> dict:
             isinstance(keys, (list, tuple)) and len(keys) == 3 for keys in moments.values()):
         raise CandidateSpecError(f"{source}: quantized: blocksize >= 1, min_size >= 0 and moments (the reference's "
                                  "name of each -> its [codes, absmax, map] state keys)")
+    bad = [str(k) for keys in moments.values() for k in keys if not STATE_KEY.fullmatch(str(k))]
+    if bad:
+        raise CandidateSpecError(f"{source}: quantized.moments: {bad[0]!r} is no state key (a name, or name[i] for "
+                                 "the i-th of a stacked tensor)")
     grid = value.get("grid")
     if grid is not None and (not isinstance(grid, int) or grid < 2):
         raise CandidateSpecError(f"{source}: quantized.grid={grid}: a whole number of points, at least 2")
@@ -75,7 +84,7 @@ def read(spec, state: Mapping) -> dict | None:
     q = declared(spec)
     out: dict = {}
     for k, keys in enumerate(q["moments"].values(), start=1):
-        codes, absmax, qmap = (state.get(key) for key in keys)
+        codes, absmax, qmap = (_entry(state, key) for key in keys)
         if not all(isinstance(t, torch.Tensor) for t in (codes, absmax, qmap)) or codes.dtype != torch.uint8:
             return None
         out[f"codes{k}"] = codes.detach().cpu().numpy().copy()
@@ -89,3 +98,13 @@ def read(spec, state: Mapping) -> dict | None:
 def as_arrays(quantized: dict) -> dict:
     """``read``'s state as tape data (the step as a 0-d array)."""
     return {k: np.asarray(v) for k, v in quantized.items()}
+
+
+def _entry(state: Mapping, key: str):
+    """``state[key]``, or for ``name[i]`` the i-th of the stacked tensor ``state[name]`` (None where it has none)."""
+    found = STATE_KEY.fullmatch(key)
+    value = state.get(found["name"])
+    if found["index"] is None or not isinstance(value, torch.Tensor):
+        return value
+    index = int(found["index"])
+    return value[index] if value.dim() > 0 and index < value.shape[0] else None

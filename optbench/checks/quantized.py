@@ -64,6 +64,16 @@ def _why_not(suite: Suite, hset) -> str:
     return ""
 
 
+def _not_taken(impl, hset) -> str:
+    """Why the candidate does not take this set, as parity says it ("" if it does): an option its constructor lacks,
+    or one its class fixes by convention at another value (``conventions``)."""
+    if missing := impl.options_not_taken(hset.option_names()):
+        return f"unsupported by candidate: {impl.not_taking(missing)}"
+    clash = next(filter(None, (impl.differs_from_conventions(o) for o in (hset.options, *(g.options
+                                                                                          for g in hset.groups)))), "")
+    return f"unsupported by candidate: {clash}" if clash else ""
+
+
 def _moments_why_not(suite: Suite, q: dict) -> str:
     """Why the candidate's declared moments cannot be judged by the suite's quantized step ("" if they can)."""
     kept = tuple(name for name, _ in STEPS[_reference_name(suite)].moments)
@@ -99,8 +109,8 @@ class QuantizedCheck:
                 continue
             for dtype in ctx.dtypes[suite.name]:
                 why = ctx.unavailable(impl, dtype)
-                out += [Case(suite, impl, dtype, hset, ctx.device, skip=why or _why_not(suite, hset)
-                             or _moments_why_not(suite, declared(impl.spec)))
+                out += [Case(suite, impl, dtype, hset, ctx.device, skip=why or _not_taken(impl, hset)
+                             or _why_not(suite, hset) or _moments_why_not(suite, declared(impl.spec)))
                         for hset in suite.hparams if hset.dtypes is None or dtype in hset.dtypes]
         return out
 
@@ -262,7 +272,7 @@ def _taken_in(data: dict, workload) -> dict:
         param, state = data[n]["param"], dict(data[n]["state"])
         if not isinstance(param, np.ndarray) or param.shape != shape:
             raise ValueError(f"{n}: a parameter of another shape than {shape}")
-        for k in (k for k in (1, 2) if f"codes{k}" in state):
+        for k in sorted(int(key[5:]) for key in state if key.startswith("codes") and key[5:].isdigit()):
             codes = np.asarray(state[f"codes{k}"])
             if codes.shape != shape or not np.all((codes >= 0) & (codes <= 255) & (codes == np.round(codes))):
                 raise ValueError(f"{n}: codes{k} are not uint8 codes of its shape")

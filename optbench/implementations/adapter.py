@@ -105,6 +105,15 @@ class Implementation:
                          + [f"it keeps {', '.join(ignored)} without acting on it (candidate spec: not_taken)"]
                          * bool(ignored))
 
+    def differs_from_conventions(self, options: dict) -> str:
+        """Why ``options`` ask the candidate's class for another value than one it fixes by convention ("" where
+        they do not): ``build`` raises ``ConventionDiffers`` with it."""
+        try:
+            self._conventional(dict(options))
+        except ConventionDiffers as exc:
+            return str(exc)
+        return ""
+
     def _conventional(self, options: dict) -> dict:
         """``options`` less those the candidate's class fixes by convention and its constructor does not take, each
         equal to that convention's value (else ``ConventionDiffers``)."""
