@@ -187,3 +187,20 @@ def test_a_moment_may_be_one_of_a_stacked_state_tensor_and_a_malformed_key_is_re
     assert read(Spec, {**state, "state1": codes[:1]}) is None
     with pytest.raises(CandidateSpecError, match=r"'state1\[x\]' is no state key"):
         parse({"scheme": "blockwise_8bit", "moments": {"exp_avg": ["state1[x]", "absmax1", "qmap1"]}}, "spec")
+
+
+def test_the_price_of_quantization_is_recorded_after_each_step_and_plotted(tmp_path):
+    """``quantized.price_step``: the candidate's distance from the full-precision run after every step (the last one
+    the case's ``quantized.price``), drawn in report.md's plot; not in the quantized table."""
+    done = warm_command.run("run", "suite=adamw", "dtype=float32", "checks=[quantized]", "impl=[candidate]",
+                            "hparams=[default]", "steps=6", "history_dir=null", "jobs=1", "report.plots=true",
+                            f"candidate={spec(tmp_path, 'NumpyAdamW8bit')}", f"out_dir={tmp_path / 'out'}",
+                            timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    per_step = sorted((r["step"], r["value"]) for r in rows if r["metric"] == "quantized.price_step")
+    assert [s for s, _ in per_step] == list(range(1, 7)) and all(v > 0 for _, v in per_step), per_step
+    assert per_step[-1][1] == next(r["value"] for r in rows if r["metric"] == "quantized.price")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "![price of quantization](quantized_price.png)" in report and "quantized.price_step" not in report
+    assert (tmp_path / "out" / "quantized_price.png").stat().st_size > 10_000

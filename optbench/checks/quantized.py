@@ -33,6 +33,7 @@ from optbench.metrics import (
     QUANTIZED_ABSMAX_ERR_EPS,
     QUANTIZED_CODES_UNEXPLAINED,
     QUANTIZED_PARAM_ERR_EPS,
+    QUANTIZED_PRICE_STEP,
 )
 from optbench.numerics.recording import as_array, set_gradients
 from optbench.numerics.recording_file import save_answers
@@ -88,7 +89,8 @@ def _reference_name(suite: Suite) -> str:
 
 
 def _table(rows):
-    sel = rows[(rows["check"] == "quantized") & rows["metric"].str.startswith("quantized.")]
+    sel = rows[(rows["check"] == "quantized") & rows["metric"].str.startswith("quantized.")
+               & (rows["metric"] != QUANTIZED_PRICE_STEP)]  # the price per step: its plot
     return sel[CASE].assign(metric=sel["metric"], value=sel["value"].map(num), verdict=sel["status"],
                             detail=sel["detail"])
 
@@ -204,6 +206,7 @@ class QuantizedCheck:
                 before[n] = after[n]["param"]
                 # its codes and absmax go on; the step count is this check's own (a candidate's counter may lie)
                 state[n] = {**{k: v for k, v in theirs.items() if not k.startswith("map")}, "step": i + 1}
+            free.stepped({n: after[n]["param"] for n in params})
         declared_ = case.suite.deviations_for(case.impl, case.dtype, case.hset.name, check=self.name)
         rows = []
         for metric, value, ok, detail in (
@@ -229,6 +232,8 @@ class QuantizedCheck:
         price = free.price({n: taken[-1][n]["param"] for n in params}, len(taken))
         rows += [row(case.labels, check=self.name, metric=metric, value=value, status="info", detail=detail,
                      step=len(taken)) for metric, value, detail in price]
+        rows += [row(case.labels, check=self.name, metric=QUANTIZED_PRICE_STEP, value=value, status="info",
+                     detail="", step=step) for step, value in free.per_step()]
         statuses = {r["status"] for r in rows}
         shown = next((s for s in ("fail", "xpass", "xfail") if s in statuses), "pass").upper()
         finding = next((f" ({r['finding']})" for r in rows if r["finding"]), "")

@@ -57,7 +57,7 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path, sections=None, 
         parts += candidate_section(candidate)
     plotting = (cfg.get("report") or {}).get("plots", True) is not False
     if not plotting:
-        for stale in ("parity_matrix.png", "step_time.png", "error_vs_step.png", "scaling.png"):
+        for stale in ("parity_matrix.png", "step_time.png", "error_vs_step.png", "quantized_price.png", "scaling.png"):
             (out_dir / stale).unlink(missing_ok=True)
     if not matrix.cells(rows).empty:
         parts += ["## Parity matrix", "Worst error in units of the dtype's eps over every step, FQN and tensor "
@@ -72,6 +72,7 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path, sections=None, 
     images = [f"![{alt}]({name})" for alt, name, plot, data in (
         ("step time", "step_time.png", plots.step_time, wide),
         ("error vs step", "error_vs_step.png", plots.error_vs_step, rows),
+        ("price of quantization", "quantized_price.png", plots.quantized_price, rows),
         ("scaling", "scaling.png", performance.scaling_plot, rows)) if plotting and plot(data, out_dir / name)]
     if images:
         parts += ["## Plots", *images]

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from optbench.metrics import PARITY_STEP_MAX_ERR_EPS, TIME_STEP_MS, TIME_STEP_MS_IQR
+from optbench.metrics import PARITY_STEP_MAX_ERR_EPS, QUANTIZED_PRICE_STEP, TIME_STEP_MS, TIME_STEP_MS_IQR
 from optbench.numerics.accuracy import tolerance_eps
 from optbench.report.tables import metric
 from optbench.results import atomic_write
@@ -96,3 +96,32 @@ def error_vs_step(rows: pd.DataFrame, path: Path) -> bool:
     fig.suptitle(f"Max error over tensors per step (0 drawn at {floor:.3g}, inf at {top:.3g})", fontsize="medium")
     axes[-1, 0].set_xlabel("step")
     return save(fig, path, rect=(0, 0, right, 1))
+
+
+def quantized_price(rows: pd.DataFrame, path: Path) -> bool:
+    """Per dtype, the price of quantization after each step (``quantized.price_step``: the candidate's distance from
+    the full-precision reference run free from the same start, in units of that run's updates), a line per
+    implementation and hparam set."""
+    sel = metric(rows, QUANTIZED_PRICE_STEP).dropna(subset=["step"])
+    if sel.empty:
+        path.unlink(missing_ok=True)
+        return False
+    v = sel["value"].to_numpy(dtype=float)
+    pos = v[np.isfinite(v) & (v > 0)]
+    floor = pos.min() if len(pos) else 1e-3
+    sel = sel.assign(y=np.where(np.isfinite(v) & (v > 0), v, floor), step=sel["step"].astype(float))
+    dtypes = list(dict.fromkeys(sel["dtype"]))
+    plt = pyplot()
+    fig, axes = plt.subplots(len(dtypes), 1, sharex=True, squeeze=False, figsize=(9, 2.8 * len(dtypes) + 0.8))
+    several = sel["suite"].nunique() > 1
+    for ax, dtype in zip(axes[:, 0], dtypes):
+        for (suite, impl, hp), line in sel[sel["dtype"] == dtype].groupby(["suite", "impl", "hparams"], sort=False):
+            line = line.sort_values("step")
+            name = impl.rsplit(".", 1)[-1]  # a candidate's class name: the legend beside the axes stays narrow
+            ax.plot(line["step"], line["y"], marker=".", label=(f"{suite}: " if several else "") + f"{name} [{hp}]")
+        ax.set(yscale="log", title=dtype, ylabel="distance / updates")
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle("The price of quantization: distance from the full-precision reference run, per step"
+                 + (f" (0 drawn at {floor:.3g})" if (v == 0).any() else ""), fontsize="medium")
+    axes[-1, 0].set_xlabel("step")
+    return save(fig, path, rect=(0, 0, 0.75, 1))
