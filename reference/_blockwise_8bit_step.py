@@ -97,42 +97,38 @@ def momentum_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
                           "momentum_buffer": buf, "update_scale": scale}
 
 
-def rmsprop_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
-                 blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
-    """(the new parameter, the new state) of one RMSprop step (torch's, not centered, without momentum) from
-    ``state``: ``codes1``/``absmax1``/``map1`` (the running average of squared gradients) and ``step``; ``hp``:
-    ``lr``, ``alpha``, ``eps``, ``weight_decay`` (the L2 term added to the gradient). The new state holds its codes
-    and absmax, as ``square_avg`` the float64 average they quantize, and as ``update_scale`` the magnitude of the
-    update's terms (the gradient's and the decay's: where they cancel, rounding decides the step, as SGD's)."""
-    lr, alpha = float(hp["lr"]), float(hp.get("alpha", 0.99))
-    eps, decay = float(hp.get("eps", 1e-8)), float(hp.get("weight_decay", 0.0))
+def _root_step(param, grad, state: dict, hp: dict, blocksize: int, keep: float, add: float, eps: float,
+               name: str) -> tuple[np.ndarray, dict]:
+    """One step ``p - lr g / (sqrt(s) + eps)`` of a one-state optimizer whose state ``s = keep s + add g^2`` (``g``
+    with the L2 term) is ``codes1``/``absmax1``/``map1``. The new state holds its codes and absmax, as ``name`` the
+    float64 state they quantize, and as ``update_scale`` the magnitude of the update's terms (the gradient's and the
+    decay's: where they cancel, rounding decides the step, as SGD's)."""
+    lr, decay = float(hp["lr"]), float(hp.get("weight_decay", 0.0))
     p = np.asarray(param, dtype=np.float64)
     g = np.asarray(grad, dtype=np.float64) + decay * p
     kept = dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize)
-    v = alpha * kept + (1.0 - alpha) * g * g
-    codes1, absmax1 = quantize_blockwise(v, state["map1"], blocksize)
-    denom = np.sqrt(v) + eps
+    s = keep * kept + add * g * g
+    codes1, absmax1 = quantize_blockwise(s, state["map1"], blocksize)
+    denom = np.sqrt(s) + eps
     return p - lr * g / denom, {"step": int(state["step"]) + 1, "codes1": codes1, "absmax1": absmax1,
-                                "map1": state["map1"], "square_avg": v,
+                                "map1": state["map1"], name: s,
                                 "update_scale": lr * (np.abs(grad) + np.abs(decay * p)) / denom}
+
+
+def rmsprop_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
+                 blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
+    """One RMSprop step (torch's, not centered, without momentum; ``hp``: ``lr``, ``alpha``, ``eps``,
+    ``weight_decay``), the running average of squared gradients quantized (``_root_step``; as ``square_avg``)."""
+    alpha = float(hp.get("alpha", 0.99))
+    return _root_step(param, grad, state, hp, blocksize, alpha, 1.0 - alpha, float(hp.get("eps", 1e-8)),
+                      "square_avg")
 
 
 def adagrad_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
                  blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
-    """(the new parameter, the new state) of one Adagrad step (torch's, without lr_decay, the accumulator starting
-    at 0) from ``state``: ``codes1``/``absmax1``/``map1`` (the sum of squared gradients) and ``step``; ``hp``: ``lr``,
-    ``eps``, ``weight_decay`` (the L2 term added to the gradient). The new state holds its codes and absmax and, as
-    ``sum``, the float64 sum they quantize, and as ``update_scale`` the magnitude of the update's terms (as
-    ``rmsprop_step``'s)."""
-    lr, eps, decay = float(hp["lr"]), float(hp.get("eps", 1e-10)), float(hp.get("weight_decay", 0.0))
-    p = np.asarray(param, dtype=np.float64)
-    g = np.asarray(grad, dtype=np.float64) + decay * p
-    total = dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize) + g * g
-    codes1, absmax1 = quantize_blockwise(total, state["map1"], blocksize)
-    denom = np.sqrt(total) + eps
-    return p - lr * g / denom, {"step": int(state["step"]) + 1, "codes1": codes1, "absmax1": absmax1,
-                                "map1": state["map1"], "sum": total,
-                                "update_scale": lr * (np.abs(grad) + np.abs(decay * p)) / denom}
+    """One Adagrad step (torch's, without lr_decay, the accumulator from 0; ``hp``: ``lr``, ``eps``,
+    ``weight_decay``), the sum of squared gradients quantized (``_root_step``; as ``sum``)."""
+    return _root_step(param, grad, state, hp, blocksize, 1.0, 1.0, float(hp.get("eps", 1e-10)), "sum")
 
 
 def lamb_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,

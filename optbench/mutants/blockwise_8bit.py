@@ -27,6 +27,25 @@ class _Keeps8bitCodes(torch.optim.Optimizer):
                 if key in state and state[key].dtype != torch.uint8:
                     state[key] = state[key].to(torch.uint8)
 
+    def _step_two_moments(self, p, step, hp: dict) -> None:
+        """``step`` (a quantized step of ``reference/_blockwise_8bit_step.py`` on Adam's two moments: the first on
+        the signed map, the second on the unsigned) from ``p``'s codes, written back."""
+        state = self.state[p]
+        if not state:
+            blocks = -(-p.numel() // 256)
+            state.update(step=0, **{f"{key}{k}": value for k, signed in ((1, True), (2, False)) for key, value in (
+                ("state", torch.zeros(p.shape, dtype=torch.uint8)), ("absmax", torch.zeros(blocks)),
+                ("qmap", torch.tensor(dynamic_map(signed), dtype=torch.float32)))})
+        before = {"step": state["step"], "map1": dynamic_map(True), "map2": dynamic_map(False)}
+        for k in (1, 2):
+            before[f"codes{k}"], before[f"absmax{k}"] = state[f"state{k}"].numpy(), state[f"absmax{k}"].double().numpy()
+        new_p, new = step(p.double().numpy(), p.grad.double().numpy(), before, hp)
+        p.copy_(torch.from_numpy(new_p))
+        state["step"] = new["step"]
+        for k in (1, 2):
+            state[f"state{k}"] = torch.from_numpy(np.asarray(new[f"codes{k}"], dtype=np.uint8).reshape(p.shape))
+            state[f"absmax{k}"] = torch.from_numpy(np.asarray(new[f"absmax{k}"])).float()
+
 
 class NumpyAdamW8bit(_Keeps8bitCodes):
     """Control: bitsandbytes' AdamW8bit's algorithm and state layout, its 8-bit step optbench's own reference's."""
@@ -63,22 +82,7 @@ class NumpyAdamW8bit(_Keeps8bitCodes):
         p.addcdiv_(state["exp_avg"], denom, value=-lr / (1 - beta1 ** step))
 
     def _step8(self, p, hp: dict):
-        state = self.state[p]
-        blocks = -(-p.numel() // 256)
-        if not state:
-            state.update(step=0, state1=torch.zeros(p.shape, dtype=torch.uint8),
-                         absmax1=torch.zeros(blocks), qmap1=torch.tensor(dynamic_map(True), dtype=torch.float32),
-                         state2=torch.zeros(p.shape, dtype=torch.uint8), absmax2=torch.zeros(blocks),
-                         qmap2=torch.tensor(dynamic_map(False), dtype=torch.float32))
-        before = {"step": state["step"], "map1": dynamic_map(True), "map2": dynamic_map(False)}
-        for k in (1, 2):
-            before[f"codes{k}"], before[f"absmax{k}"] = state[f"state{k}"].numpy(), state[f"absmax{k}"].double().numpy()
-        new_p, new = adamw_step(p.double().numpy(), p.grad.double().numpy(), before, hp)
-        p.copy_(torch.from_numpy(new_p))
-        state["step"] = new["step"]
-        for k in (1, 2):
-            state[f"state{k}"] = torch.from_numpy(np.asarray(new[f"codes{k}"], dtype=np.uint8).reshape(p.shape))
-            state[f"absmax{k}"] = torch.from_numpy(np.asarray(new[f"absmax{k}"])).float()
+        self._step_two_moments(p, adamw_step, hp)
 
 
 class WrongBeta2AdamW8bit(NumpyAdamW8bit):
@@ -171,22 +175,7 @@ class NumpyLamb8bit(_Keeps8bitCodes):
                                                                     for k in ("exp_avg", "exp_avg_sq")})
                     p.copy_(torch.as_tensor(np.asarray(new_p)))  # a 0-d parameter's step is a NumPy scalar
                     continue
-                if not state:
-                    blocks = -(-p.numel() // 256)
-                    state.update(step=0, **{f"{key}{k}": value for k, signed in ((1, True), (2, False)) for key, value
-                                            in (("state", torch.zeros(p.shape, dtype=torch.uint8)),
-                                                ("absmax", torch.zeros(blocks)),
-                                                ("qmap", torch.tensor(dynamic_map(signed), dtype=torch.float32)))})
-                before = {"step": state["step"], "map1": dynamic_map(True), "map2": dynamic_map(False)}
-                for k in (1, 2):
-                    before[f"codes{k}"] = state[f"state{k}"].numpy()
-                    before[f"absmax{k}"] = state[f"absmax{k}"].double().numpy()
-                new_p, new = lamb_step(p.double().numpy(), p.grad.double().numpy(), before, hp)
-                p.copy_(torch.from_numpy(new_p))
-                state["step"] = new["step"]
-                for k in (1, 2):
-                    state[f"state{k}"] = torch.from_numpy(np.asarray(new[f"codes{k}"], np.uint8).reshape(p.shape))
-                    state[f"absmax{k}"] = torch.from_numpy(np.asarray(new[f"absmax{k}"])).float()
+                self._step_two_moments(p, lamb_step, hp)
 
 
 class NoTrustRatioLamb8bit(NumpyLamb8bit):
