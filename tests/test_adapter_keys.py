@@ -275,3 +275,25 @@ def test_an_option_kwargs_keeps_but_never_acts_on_is_unsupported_where_the_spec_
     declared = case(str(spec), "declared")
     assert declared["status"] == "unsupported"
     assert "it keeps momentum without acting on it (candidate spec: not_taken)" in declared["detail"]
+
+
+def test_a_class_named_in_also_is_adapted_and_declared_as_the_class_its_spec_names():
+    """``also``: bitsandbytes' PagedAdam8bit is judged with Adam8bit's spec (its quantized state included), under its
+    own name, and Adam8bit's declared findings cover it (F56); a class no spec names has none."""
+    from optbench.implementations.adapter import Implementation
+    from optbench.suite.catalog import suite_by_name
+
+    adam = suite_by_name("adam")
+    spec = adam.candidate_spec("bitsandbytes.optim.PagedAdam8bit")
+    assert spec.cls == "bitsandbytes.optim.PagedAdam8bit" and spec.extra["alias_of"] == "bitsandbytes.optim.Adam8bit"
+    assert spec.extra["quantized"]["moments"] == adam.candidate_spec("bitsandbytes.optim.Adam8bit").extra[
+        "quantized"]["moments"]
+    assert adam.candidate_spec("bitsandbytes.optim.PagedAdam4bit") is None
+    paged = Implementation("candidate:bitsandbytes.optim.PagedAdam8bit", None, is_candidate=True, spec=spec,
+                           inherits_deviations=False)
+    alone = Implementation("candidate:bitsandbytes.optim.PagedAdam8bit", None, is_candidate=True,
+                           inherits_deviations=False)
+    assert "F56" in {d.finding for d in adam.deviations_for(paged, "float32", "weight_decay", check="quantized")}
+    assert not adam.deviations_for(alone, "float32", "weight_decay", check="quantized")
+    with pytest.raises(CandidateSpecError, match="also: a list of dotted class paths"):
+        CandidateSpec.from_mapping({"class": "a.B", "also": "a.C"}, "spec")

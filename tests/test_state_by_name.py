@@ -323,6 +323,26 @@ def test_bitsandbytes_8bit_state_fits_by_its_maps_and_block_scales_and_another_p
         {"__bnb_optimizer_quant_state__": {"qmap2": torch.zeros(16)}}, wide)
 
 
+def test_8bit_codes_of_stacked_buffers_take_a_row_of_block_scales_each():
+    """bitsandbytes' AdEMAMix8bit keeps its two EMAs stacked, codes (2, *p.shape) and absmax (2, blocks): the scales
+    fit where the saved state's codes are stacked as high (``saved_stacks``), and nowhere else."""
+    from optbench.state.validation import BNB_QUANT, flattened, saved_stacks, shape_mismatch
+
+    def stacked(shape, high=2) -> dict:
+        blocks = -(-torch.Size(shape).numel() // 256)
+        return {"__bnb_optimizer_quant_state__": {"state1": torch.zeros(high, *shape, dtype=torch.uint8),
+                                                  "absmax1": torch.zeros(high, blocks), "qmap1": torch.zeros(256)}}
+
+    saved = [flattened(stacked((128, 64))), flattened(stacked((70, 70)))]
+    stacks = saved_stacks(saved)
+    assert stacks[BNB_QUANT + "state1"] == 2
+    assert shape_mismatch(saved[0], torch.zeros(128, 64), stacks=stacks) == ""
+    other = {BNB_QUANT + "state1": torch.zeros(2, 70, 70, dtype=torch.uint8), BNB_QUANT + "absmax1": torch.zeros(2, 32)}
+    assert ("absmax1 has shape (2, 32), not (20,), one scale per block of 256 elements, or (2, 20) for its 2 stacked "
+            "buffers") in shape_mismatch(other, torch.zeros(70, 70), stacks=stacks)  # another parameter's scales
+    unstacked = {BNB_QUANT + "absmax1": torch.zeros(2, 32)}  # a row per buffer, but its codes are not stacked
+    assert "absmax1 has shape (2, 32), not (32,)" in shape_mismatch(unstacked, torch.zeros(128, 64), stacks={})
+
 def test_8bit_state_at_the_top_of_a_parameters_state_fits_by_its_codes_and_one_block_size():
     """Another library's 8-bit block-wise state kept unnested (codes, maps and block scales at the top level, as
     optbench's own 8-bit mutants keep it): beside uint8 codes of the parameter's shape, a 256-entry map and one scale

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 import optbench.plugins as plugins
 from optbench.adapters import (  # noqa: F401 (each registers its key)
+    also,
     conventions,
     dtypes,
     error_inputs,

@@ -62,7 +62,8 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
       ``k`` parameter-shaped buffers stacked, in every parameter's saved state) exactly ``(k, *parameter's shape)``
       (bitsandbytes' AdEMAMix keeps its two EMAs as ``state1`` of shape ``(2, *p.shape)``);
     * bitsandbytes' 8-bit quantization maps (``QUANTIZATION_MAP_KEYS``) their map's shape, and its block scales
-      (``BLOCK_SCALE_KEYS``) one element per block of the parameter; in a state holding uint8 codes of the
+      (``BLOCK_SCALE_KEYS``) one element per block of the parameter (a row of them per buffer where its codes are
+      ``k`` buffers stacked: AdEMAMix8bit's two EMAs); in a state holding uint8 codes of the
       parameter's shape (8-bit block-wise state at its top level), a key none of these names that the optimizer does
       not hold a float vector of ``CODE_MAP_SIZE`` (a map) or of one element per block (``common_block_size``).
 
@@ -83,7 +84,10 @@ def shape_mismatch(state: dict, param, current: dict | None = None, scalars=froz
             ok, expect = shape == QUANTIZATION_MAP_KEYS[key], f"{_fmt(QUANTIZATION_MAP_KEYS[key])}, a quantization map"
         elif key in BLOCK_SCALE_KEYS:
             blocks = (-(-param.numel() // BLOCK_SCALE_KEYS[key]),)
-            ok, expect = shape == blocks, f"{_fmt(blocks)}, one scale per block of {BLOCK_SCALE_KEYS[key]} elements"
+            k = (stacks or {}).get(key.replace("absmax", "state"))  # its codes k buffers stacked: a row of scales each
+            ok = shape == blocks or (k is not None and shape == (k, *blocks))
+            expect = (f"{_fmt(blocks)}, one scale per block of {BLOCK_SCALE_KEYS[key]} elements"
+                      + (f", or {_fmt((k, *blocks))} for its {k} stacked buffers" if k else ""))
         elif key in PER_STEP_KEYS:
             ok, expect = value.dim() == PER_STEP_KEYS[key], f"{PER_STEP_KEYS[key]} dim"
         elif key not in PARAMETER_SHAPED_KEYS and isinstance(ours, torch.Tensor) and ours.shape != param.shape:
