@@ -1,16 +1,7 @@
 import os
 
-# One torch thread in each pytest worker when there are several (-n auto: one per core): with torch's default, as
-# many threads as cores, the workers' OpenMP threads contended for the cores (the tests 10% slower on 2). The
-# processes the tests start inherit it; a test of thread settings sets its own.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 import pytest
 import torch
-
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # torch may have been imported before this file
 
 TEST_DEFAULTS = {
     # test runs are not history: a test that wants one passes history_dir= itself
