@@ -1,8 +1,7 @@
 """One step of an 8-bit block-wise Adam(W) (Dettmers et al., 2022, "8-bit Optimizers via Block-wise Quantization",
 arXiv:2110.02861, Algorithm 1), or of Lion (Chen et al., 2023, Algorithm 2) on the same block-wise state, in float64,
-or of SGD with momentum (its buffer, signed), RMSprop, Adagrad (one non-negative state), LAMB (Adam's moments and
-``lamb``'s trust ratio) or AdEMAMix (two EMAs and the second moment), taken from the implementation's own quantized
-state.
+or of SGD with momentum (its buffer, signed), RMSprop, Adagrad (one non-negative state), or of any reference from its
+dequantized moments (``reference_step``: LAMB, AdEMAMix), taken from the implementation's own quantized state.
 
 The state of an 8-bit optimizer is, per moment, uint8 codes of the parameter's shape, the absolute maximum of each
 block of ``blocksize`` consecutive elements, and the map the codes index (``_quantization``: the signed dynamic map
@@ -131,33 +130,15 @@ def adagrad_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
     return _root_step(param, grad, state, hp, blocksize, 1.0, 1.0, float(hp.get("eps", 1e-10)), "sum")
 
 
-def lamb_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
-              blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
-    """(the new parameter, the new state) of one LAMB step (``lamb.update``: Adam's moments, the direction scaled by
-    the tensor's trust ratio, with its options) from the dequantized moments of ``state`` (``codes1``/``absmax1``/
-    ``map1``, ``codes2``/``absmax2``/``map2``, ``step``). The new state holds the new codes and absmax and, as
-    ``exp_avg``/``exp_avg_sq``, the float64 moments they quantize."""
-    moments = {"step": np.float64(state["step"]),
-               "exp_avg": dequantize_blockwise(state["codes1"], state["absmax1"], state["map1"], blocksize),
-               "exp_avg_sq": dequantize_blockwise(state["codes2"], state["absmax2"], state["map2"], blocksize)}
-    p, new = lamb.update(np.asarray(param, dtype=np.float64), np.asarray(grad, dtype=np.float64), moments, hp)
-    codes1, absmax1 = quantize_blockwise(new["exp_avg"], state["map1"], blocksize)
-    codes2, absmax2 = quantize_blockwise(new["exp_avg_sq"], state["map2"], blocksize)
-    return p, {"step": int(state["step"]) + 1, "codes1": codes1, "absmax1": absmax1, "map1": state["map1"],
-               "codes2": codes2, "absmax2": absmax2, "map2": state["map2"], "exp_avg": new["exp_avg"],
-               "exp_avg_sq": new["exp_avg_sq"]}
-
-
-def ademamix_step(param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
-                  blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
-    """(the new parameter, the new state) of one AdEMAMix step (``ademamix.update``, its schedulers at this step)
-    from the dequantized moments of ``state``: ``codes1``/``absmax1``/``map1`` the fast EMA (m1), ``codes2``... the
-    slow one (m2), both signed, ``codes3``... the second moment (nu, unsigned), and ``step``. The new state holds the
-    new codes and absmax and the float64 moments they quantize."""
-    names = ("exp_avg", "exp_avg_slow", "exp_avg_sq")
+def reference_step(reference, names: tuple[str, ...], param: np.ndarray, grad: np.ndarray, state: dict, hp: dict,
+                   blocksize: int = BLOCKSIZE) -> tuple[np.ndarray, dict]:
+    """(the new parameter, the new state) of one step of ``reference`` (a float64 reference module: its ``update``
+    with its options, LAMB's trust ratio or AdEMAMix's schedulers included) from the dequantized moments ``names``
+    (moment k in ``codes<k>``/``absmax<k>``/``map<k>``) and ``step``. The new state holds the new codes and absmax
+    and, by name, the float64 moments they quantize."""
     moments = {"step": np.float64(state["step"]), **{name: dequantize_blockwise(
         state[f"codes{k}"], state[f"absmax{k}"], state[f"map{k}"], blocksize) for k, name in enumerate(names, 1)}}
-    p, new = ademamix.update(np.asarray(param, dtype=np.float64), np.asarray(grad, dtype=np.float64), moments, hp)
+    p, new = reference.update(np.asarray(param, dtype=np.float64), np.asarray(grad, dtype=np.float64), moments, hp)
     out = {"step": int(state["step"]) + 1}
     for k, name in enumerate(names, start=1):
         out[f"codes{k}"], out[f"absmax{k}"] = quantize_blockwise(new[name], state[f"map{k}"], blocksize)
@@ -188,6 +169,8 @@ class QuantizedStep:
 
 
 ADAM_MOMENTS = (("exp_avg", True), ("exp_avg_sq", False))  # the paper's: the unsigned map for the second moment
+# bitsandbytes' AdEMAMix8bit: both EMAs of the gradient on the signed map, the second moment on the unsigned
+ADEMAMIX_MOMENTS = (("exp_avg", True), ("exp_avg_slow", True), ("exp_avg_sq", False))
 STEPS = {  # the references a quantized step exists for
     "adamw": QuantizedStep(partial(adamw_step, decoupled=True), ADAM_MOMENTS,
                            frozenset({"lr", "betas", "eps", "weight_decay"})),
@@ -199,11 +182,10 @@ STEPS = {  # the references a quantized step exists for
     # one moment, non-negative, on the signed map: bitsandbytes' one-state optimizers keep state1 there
     "rmsprop": QuantizedStep(rmsprop_step, (("square_avg", True),), frozenset({"lr", "alpha", "eps", "weight_decay"})),
     "adagrad": QuantizedStep(adagrad_step, (("sum", True),), frozenset({"lr", "eps", "weight_decay"})),
-    # bitsandbytes' AdEMAMix8bit: both EMAs of the gradient on the signed map, the second moment on the unsigned
-    "ademamix": QuantizedStep(ademamix_step, (("exp_avg", True), ("exp_avg_slow", True), ("exp_avg_sq", False)),
-                              frozenset({"lr", "betas", "alpha", "t_alpha_beta3", "eps", "weight_decay",
-                                         "weight_decouple"})),
-    "lamb": QuantizedStep(lamb_step, ADAM_MOMENTS,
+    "ademamix": QuantizedStep(partial(reference_step, ademamix, tuple(n for n, _ in ADEMAMIX_MOMENTS)),
+                              ADEMAMIX_MOMENTS, frozenset({"lr", "betas", "alpha", "t_alpha_beta3", "eps",
+                                                           "weight_decay", "weight_decouple"})),
+    "lamb": QuantizedStep(partial(reference_step, lamb, tuple(n for n, _ in ADAM_MOMENTS)), ADAM_MOMENTS,
                           frozenset({"lr", "betas", "eps", "weight_decay", "weight_decouple"})),
 }
 

@@ -113,6 +113,9 @@ def test_a_recorded_step_with_codes_that_are_no_uint8_codes_is_refused():
         _taken_in({**step, spec.name: {"param": np.zeros(spec.shape), "state": half}}, workload)
     with pytest.raises(ValueError, match="another shape"):
         _taken_in({**step, spec.name: {"param": np.zeros(3), "state": good}}, workload)
+    with pytest.raises(ValueError, match="codes3 are not uint8 codes"):  # every moment's codes, not the first two
+        third = {**good, "codes3": good["codes1"] + 0.5, "absmax3": np.ones(16), "map3": np.ones(256)}
+        _taken_in({**step, spec.name: {"param": np.zeros(spec.shape), "state": third}}, workload)
 
 
 def test_parity_and_cross_judge_its_32bit_state_parameters_and_name_the_others(tmp_path):
@@ -301,3 +304,16 @@ def test_bitsandbytes_ademamix8bit_is_judged_from_its_stacked_emas_and_a_wrong_o
     wrong = rows_of(tmp_path / "wrong")
     assert wrong["quantized.param_max_err_eps"]["status"] == "fail"
     assert wrong["quantized.codes_unexplained"]["status"] == wrong["quantized.absmax_max_err_eps"]["status"] == "pass"
+
+
+def test_bitsandbytes_lamb8bit_is_adamw8bit_on_its_8bit_parameters_f72(tmp_path):
+    """LAMB8bit's 8-bit parameters step with no trust ratio: the parameter's row is the declared F72 (xfail), while
+    its moments, Adam's, pass their absmax and codes rows (the declaration names tensor param)."""
+    args = [a for a in RUN if a not in ("suite=adamw",)]
+    done = warm_command.run(*args, "suite=lamb", "candidate=bitsandbytes.optim.LAMB8bit",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = rows_of(tmp_path / "out")
+    assert (got["quantized.param_max_err_eps"]["status"], got["quantized.param_max_err_eps"]["finding"]) == (
+        "xfail", "F72"), got
+    assert got["quantized.absmax_max_err_eps"]["status"] == got["quantized.codes_unexplained"]["status"] == "pass"

@@ -204,3 +204,17 @@ def test_the_price_of_quantization_is_recorded_after_each_step_and_plotted(tmp_p
     report = (tmp_path / "out" / "report.md").read_text()
     assert "![price of quantization](quantized_price.png)" in report and "quantized.price_step" not in report
     assert (tmp_path / "out" / "quantized_price.png").stat().st_size > 10_000
+
+
+def test_the_candidates_conventions_reach_the_quantized_step(tmp_path):
+    """A spec's ``conventions`` are the reference's options for the quantized step too, as for parity: the 8-bit LAMB
+    without a trust ratio passes once its spec says ``adam: true`` (LAMB's ratio 1 by convention), and fails without."""
+    from optbench.engine.mutants import spec_file
+    from optbench.mutants import SPECS
+
+    declared = {**copy.deepcopy(SPECS["blockwise_8bit.NoTrustRatioLamb8bit"]), "conventions": {"adam": True}}
+    candidate = spec_file(tmp_path, "optbench.mutants.blockwise_8bit.NoTrustRatioLamb8bit", declared)
+    done = warm_command.run("run", "suite=lamb", "dtype=float32", "checks=[quantized]", "impl=[candidate]",
+                            "hparams=[default]", "history_dir=null", "jobs=1", f"candidate={candidate}",
+                            f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr

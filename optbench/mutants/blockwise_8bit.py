@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from optbench.reference import lamb
-from optbench.reference._blockwise_8bit_step import adamw_step, lamb_step, lion_step
+from optbench.reference._blockwise_8bit_step import STEPS, adamw_step, lion_step
 from optbench.reference._quantization import dynamic_map
 
 
@@ -175,7 +175,7 @@ class NumpyLamb8bit(_Keeps8bitCodes):
                                                                     for k in ("exp_avg", "exp_avg_sq")})
                     p.copy_(torch.as_tensor(np.asarray(new_p)))  # a 0-d parameter's step is a NumPy scalar
                     continue
-                self._step_two_moments(p, lamb_step, hp)
+                self._step_two_moments(p, STEPS["lamb"].step, hp)
 
 
 class NoTrustRatioLamb8bit(NumpyLamb8bit):

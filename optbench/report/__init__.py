@@ -56,8 +56,12 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path, sections=None, 
     if candidate := meta.get("candidate"):
         parts += candidate_section(candidate)
     plotting = (cfg.get("report") or {}).get("plots", True) is not False
+    plots_drawn = (("step time", "step_time.png", plots.step_time, wide),
+                   ("error vs step", "error_vs_step.png", plots.error_vs_step, rows),
+                   ("price of quantization", "quantized_price.png", plots.quantized_price, rows),
+                   ("scaling", "scaling.png", performance.scaling_plot, rows))
     if not plotting:
-        for stale in ("parity_matrix.png", "step_time.png", "error_vs_step.png", "quantized_price.png", "scaling.png"):
+        for stale in ("parity_matrix.png", *(name for _, name, _, _ in plots_drawn)):
             (out_dir / stale).unlink(missing_ok=True)
     if not matrix.cells(rows).empty:
         parts += ["## Parity matrix", "Worst error in units of the dtype's eps over every step, FQN and tensor "
@@ -69,11 +73,7 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path, sections=None, 
     shown = [*(sections(rows) if sections else []),
              ("Cases without a verdict (errors, unsupported, skipped)", tables.not_run(rows))]
     parts += [p for title, frame in shown if not frame.empty for p in (f"## {title}", tables.markdown(frame))]
-    images = [f"![{alt}]({name})" for alt, name, plot, data in (
-        ("step time", "step_time.png", plots.step_time, wide),
-        ("error vs step", "error_vs_step.png", plots.error_vs_step, rows),
-        ("price of quantization", "quantized_price.png", plots.quantized_price, rows),
-        ("scaling", "scaling.png", performance.scaling_plot, rows)) if plotting and plot(data, out_dir / name)]
+    images = [f"![{alt}]({name})" for alt, name, plot, data in plots_drawn if plotting and plot(data, out_dir / name)]
     if images:
         parts += ["## Plots", *images]
     report = out_dir / "report.md"

@@ -304,13 +304,17 @@ class Suite:
 
     def candidate_spec(self, dotted_path: str):
         """The suite's adapter for the class ``dotted_path`` (``candidates:``), or None; one that adapts it under
-        ``also`` (``optbench.adapters.also``) as that class's, remembering the class it was written for."""
-        from optbench.adapters import also
-
+        ``also`` (``optbench.adapters.also``) as that class's."""
         if found := next((c for c in self.candidates if c.cls == dotted_path), None):
             return found
-        found = next((c for c in self.candidates if also.named(c, dotted_path)), None)
-        return replace(found, cls=dotted_path, extra={**found.extra, "alias_of": found.cls}) if found else None
+        return next((replace(c, cls=dotted_path) for c in self.candidates if c.cls in self._aliased(dotted_path)),
+                    None)
+
+    def _aliased(self, dotted_path: str) -> list[str]:
+        """The classes whose specs name ``dotted_path`` under ``also``: the same code under another name."""
+        from optbench.adapters import also
+
+        return [c.cls for c in self.candidates if also.named(c, dotted_path)]
 
     def hparam_set(self, name: str) -> HparamSet:
         return next(h for h in self.hparams if h.name == name)
@@ -348,10 +352,8 @@ class Suite:
         candidate is judged at plain tolerance, bar a deviation whose ``impl`` names candidates explicitly
         (``candidate:pytorch_optimizer.*``: a third-party library's own finding). A deviation a complex dtype
         inherits from its parts' dtype need not show there: never an xpass."""
-        names = [getattr(impl, "name", impl)]
-        spec = getattr(impl, "spec", None)
-        if spec is not None and (spec.extra or {}).get("alias_of"):  # the same code as the class it was written for
-            names.append(f"candidate:{spec.extra['alias_of']}")
+        name = getattr(impl, "name", impl)  # a class another spec names under also: that class's declarations too
+        names = [name, *(f"candidate:{c}" for c in self._aliased(name.removeprefix("candidate:")))]
         return [d if fnmatch.fnmatchcase(dtype, d.dtype) else replace(d, intermittent=True)
                 for d in self.deviations if d.check == check and any(d.matches_case(n, dtype, hparams) for n in names)
                 and d.covers(impl)]
