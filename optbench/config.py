@@ -10,6 +10,7 @@ from importlib import resources
 
 from omegaconf import DictConfig
 
+from optbench.composed import compose_with
 from optbench.suites import CONFIG_MODULE
 from optbench.usage import UsageError, did_you_mean
 from optbench.yaml_loader import install as install_yaml_loader
@@ -76,27 +77,44 @@ def precheck(overrides: list[str], config_dirs=()) -> None:
                     check_suite_file(value, config_dirs)
 
 
-def search_path(config_dirs=()) -> list[str]:
-    """The ``hydra.searchpath=`` override that lets Hydra find the plugins' suite files (``optbench.plugins``) and
-    the ``config_dirs``' ([] when there are none)."""
+def search_dirs(config_dirs=()) -> list[str]:
+    """The folders Hydra searches besides optbench's own: the plugins' suite files' (``optbench.plugins``), then
+    the ``config_dirs``."""
     import optbench.plugins as plugins
 
-    dirs = [d for d in plugins.suite_dirs() if d not in config_dirs] + list(config_dirs)
+    return [d for d in plugins.suite_dirs() if d not in config_dirs] + list(config_dirs)
+
+
+def search_path(config_dirs=()) -> list[str]:
+    """The ``hydra.searchpath=`` override for ``search_dirs`` ([] when there are none)."""
+    return _searchpath_override(search_dirs(config_dirs))
+
+
+def _searchpath_override(dirs: list[str]) -> list[str]:
     return [f"hydra.searchpath=[{','.join('file://' + d for d in dirs)}]"] if dirs else []
 
 
 def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
-    """Compose once with Hydra's compose API so a bad override is one line, not Hydra's error page."""
+    """Compose with Hydra's compose API (the group choices once per process: ``optbench.composed``) so a bad
+    override is one line, not Hydra's error page."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
     import optbench.checks  # noqa: F401  (the checks' config blocks: optbench.checks.registry)
 
-    searchpath = search_path(config_dirs)
-    GlobalHydra.instance().clear()
+    dirs = search_dirs(config_dirs)
+    searchpath = _searchpath_override(dirs)
+
+    def plain(lines: list[str]) -> DictConfig:
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+                return compose(config_name="config", overrides=[*searchpath, *lines])
+        finally:
+            GlobalHydra.instance().clear()
+
     try:
-        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            return compose(config_name="config", overrides=[*searchpath, *overrides])
+        return compose_with(plain, list(overrides), dirs)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0]
         if first.startswith("Ambiguous value for argument"):  # key=a,b: Hydra reads a sweep, which needs -m
@@ -104,5 +122,3 @@ def compose_config(overrides: list[str], config_dirs=()) -> DictConfig:
             raise UsageError(f"{key}={value}: a list needs brackets: {key}=[{value}] (a comma-separated value "
                              "without brackets is a sweep, which needs -m)") from None
         raise UsageError(first) from None
-    finally:
-        GlobalHydra.instance().clear()
