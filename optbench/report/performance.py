@@ -108,10 +108,11 @@ def overheads(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def memory(rows: pd.DataFrame) -> pd.DataFrame:
-    state, peak = by_case(rows, MEM_STATE_BYTES), by_case(rows, MEM_PEAK_TRANSIENT_BYTES)
-    per_state, per_peak = by_case(rows, MEM_STATE_BYTES_PER_PARAM), by_case(rows, MEM_PEAK_TRANSIENT_BYTES_PER_PARAM)
+    state = by_case(rows, MEM_STATE_BYTES)
     if state.empty:
         return pd.DataFrame()
+    peak = by_case(rows, MEM_PEAK_TRANSIENT_BYTES)
+    per_state, per_peak = by_case(rows, MEM_STATE_BYTES_PER_PARAM), by_case(rows, MEM_PEAK_TRANSIENT_BYTES_PER_PARAM)
     out = state[["value"]].rename(columns={"value": "state"}).join(
         [per_state["value"].rename("state_pp"), peak["value"].rename("peak"),
          per_peak["value"].rename("peak_pp")]).reset_index()

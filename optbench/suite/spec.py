@@ -14,7 +14,7 @@ from functools import cached_property
 from types import ModuleType
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, flag_override
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
@@ -248,6 +248,18 @@ class Deviation:
                    gate=_glob(c.get("gate")), torch=str(c.get("torch") or ""), device=_glob(c.get("device")))
 
 
+_library_parsed: tuple = (None, ())
+
+
+def _library_declared() -> tuple[Deviation, ...]:
+    """The library files' deviations (``library_deviations``), parsed once for every suite of the process."""
+    global _library_parsed
+    raw = library_deviations()
+    if _library_parsed[0] is not raw:
+        _library_parsed = (raw, tuple(Deviation.from_config(d) for d in raw))
+    return _library_parsed[1]
+
+
 @dataclass(frozen=True)
 class ErrorInput:
     """An invalid use torch must reject: built (or, ``at: step``, stepped) this way it must raise
@@ -403,6 +415,13 @@ class Suite:
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Suite:
+        """The suite a suite file's config describes (read with struct mode off: OmegaConf raises and catches an
+        exception for every absent optional key of a struct config, half the time of a run's set-up)."""
+        with flag_override(cfg, "struct", False):
+            return cls._from_config(cfg)
+
+    @classmethod
+    def _from_config(cls, cfg: DictConfig) -> Suite:
         from optbench.adapters.spec import CandidateSpec
 
         keys.check(cfg, keys.SUITE, f"suite {cfg.get('name')!r}")
@@ -432,7 +451,7 @@ class Suite:
                              "range that leaves it out)")
         # a library's own findings first: narrow (its base class's, on one tensor or scenario), they keep what they
         # cover where a suite's finding of one class covers every tensor of a set
-        declared = [Deviation.from_config(d) for d in (*library_deviations(), *(cfg.get("deviations") or []))]
+        declared = [*_library_declared(), *(Deviation.from_config(d) for d in cfg.get("deviations") or [])]
         return cls(
             name=str(cfg.name),
             optimizer=cfg.get("optimizer"),
