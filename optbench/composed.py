@@ -8,7 +8,8 @@ Hydra's compose. So a process that composes many runs (the tests, ``optbench mut
 the config of its group choices once and applies each run's value overrides to a copy of it.
 
 What is kept is keyed by every override that is not a plain value (config groups, packages, ``hydra.*``), the
-search path, and the bytes of every file on it: an edited suite file composes anew. Sweeps and anything Hydra
+search path, the bytes of every file on it (an edited suite file composes anew) and the ConfigStore's nodes (a
+check registered later, ``optbench.checks.registry``, composes anew). Sweeps and anything Hydra
 would refuse go to Hydra as they are (``plain``), so an error reads as Hydra's.
 """
 
@@ -25,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from optbench.suites import CONFIG_MODULE
 
 KEPT = 32  # group choices kept per process (a run composes one; a test process a few dozen)
-_kept: dict[tuple, DictConfig] = {}
+_kept: dict[tuple, tuple] = {}
 
 
 def compose_with(plain: Callable[[list[str]], DictConfig], overrides: list[str], dirs: list[str]) -> DictConfig:
@@ -43,12 +44,13 @@ def compose_with(plain: Callable[[list[str]], DictConfig], overrides: list[str],
         return plain(overrides)
     values = [o for o in parsed if is_plain_value(o, groups)]
     choices = [o.input_line for o in parsed if not is_plain_value(o, groups)]
-    key = (tuple(choices), tuple(dirs), fingerprint(dirs))
+    nodes = stored_nodes()
+    key = (tuple(choices), tuple(dirs), fingerprint(dirs), tuple(map(id, nodes)))
     if key not in _kept:
         if len(_kept) >= KEPT:
             _kept.pop(next(iter(_kept)))
-        _kept[key] = plain(choices)
-    cfg = copy.deepcopy(_kept[key])
+        _kept[key] = (nodes, plain(choices))  # the nodes kept alive: their ids are not reused while keyed
+    cfg = copy.deepcopy(_kept[key][1])
     OmegaConf.clear_cache(cfg)  # no resolved ${now:} (out_dir's) carried from one run to the next
     ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
     return cfg
@@ -70,6 +72,18 @@ def group_names(dirs: list[str]) -> set[str]:
     for folder in _folders(dirs):
         names.update(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("__"))
     return names
+
+
+def stored_nodes() -> tuple:
+    """Every config in Hydra's ConfigStore as stored now (a check registered later stores its blocks' node
+    anew: another object)."""
+    from hydra.core.config_store import ConfigStore
+
+    out, folders = [], [ConfigStore.instance().repo]
+    while folders:
+        for value in folders.pop().values():
+            (folders if isinstance(value, dict) else out).append(value)
+    return tuple(out)
 
 
 def fingerprint(dirs: list[str]) -> str:

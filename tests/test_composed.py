@@ -94,3 +94,19 @@ def test_a_value_override_is_never_taken_for_a_group_choice():
          "parity.tol=2", "options={lr: 1}"])
     assert [o.input_line for o in parsed if composed.is_plain_value(o, groups)] == [
         "steps=3", "+new=1", "parity.tol=2", "options={lr: 1}"]
+
+
+def test_a_check_registered_later_composes_anew(monkeypatch):
+    from hydra.core.config_store import ConfigStore
+
+    from optbench.checks import registry
+
+    compose_config(["suite=sgd"])
+    defaults = registry.config_defaults()
+    monkeypatch.setattr(registry, "config_defaults", lambda: {**defaults, "late_check": {"limit": 3}})
+    registry.store_config_defaults()
+    try:
+        assert compose_config(["suite=sgd", "late_check.limit=5"]).late_check.limit == 5
+    finally:
+        monkeypatch.undo()
+        ConfigStore.instance().store(name=registry.CONFIG_NODE, node=registry.config_defaults())
