@@ -63,12 +63,12 @@ def render_report(meta: dict, rows: pd.DataFrame, out_dir: Path, sections=None, 
     if not plotting:
         for stale in ("parity_matrix.png", *(name for _, name, _, _ in plots_drawn)):
             (out_dir / stale).unlink(missing_ok=True)
-    if not matrix.cells(rows).empty:
+    if not (cells := matrix.cells(rows)).empty:
         parts += ["## Parity matrix", "Worst error in units of the dtype's eps over every step, FQN and tensor "
                   "no declared deviation covers. `FAIL`: past tolerance; `xfail`: a declared upstream deviation "
                   "(see the deviations table and docs/findings.md); `n/a`: the implementation does not take that "
-                  "hparam set; `ERR`: it raised.", matrix.markdown(rows)]
-        if plotting and matrix.heatmap(rows, out_dir / "parity_matrix.png"):
+                  "hparam set; `ERR`: it raised.", matrix.markdown(cells)]
+        if plotting and matrix.heatmap(cells, out_dir / "parity_matrix.png"):
             parts += ["![parity matrix](parity_matrix.png)"]
     shown = [*(sections(rows) if sections else []),
              ("Cases without a verdict (errors, unsupported, skipped)", tables.not_run(rows))]

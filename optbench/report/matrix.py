@@ -57,8 +57,8 @@ def _text(cell) -> str:
     return " ".join(p for p in (mark, value) if p)
 
 
-def markdown(rows: pd.DataFrame) -> str:
-    frame = cells(rows)
+def markdown(frame: pd.DataFrame) -> str:
+    """The matrix of ``frame`` (``cells``) as a Markdown table."""
     if frame.empty:
         return "_no parity cases_"
     columns = _column_order(frame)
@@ -76,9 +76,9 @@ def markdown(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def heatmap(rows: pd.DataFrame, path: Path) -> bool:
-    """The matrix as a PNG heatmap of log10(error / tolerance), annotated with each cell's error."""
-    frame = cells(rows)
+def heatmap(frame: pd.DataFrame, path: Path) -> bool:
+    """The matrix of ``frame`` (``cells``) as a PNG heatmap of log10(error / tolerance), annotated with each cell's
+    error."""
     if frame.empty:
         path.unlink(missing_ok=True)
         return False
