@@ -163,7 +163,7 @@ class QuantizedStep:
 
     def zero_state(self, shape: tuple, blocksize: int) -> dict:
         """The state before the first step: zero moments (absmax 0: every code dequantizes to 0)."""
-        blocks = -(-int(np.prod(shape)) // blocksize)
+        blocks = -(-int(np.prod(shape)) // int(blocksize))
         return {"step": 0, **{key: value for k in range(1, len(self.moments) + 1) for key, value in (
             (f"codes{k}", np.zeros(shape, np.uint8)), (f"absmax{k}", np.zeros(blocks)))}}
 

@@ -21,6 +21,8 @@ per byte (``pack_nibbles``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 FLOOR_1E12 = float(np.float32(1e-12))  # torchao's scale floor, clip(1e-12) on a float32 absmax: 9.99999996e-13
@@ -86,9 +88,25 @@ def unpack_nibbles(packed: np.ndarray) -> np.ndarray:
     return np.stack([packed >> 4, packed & 0x0F], axis=-1).ravel()
 
 
-def _per_element(absmax: np.ndarray, size: int, blocksize: int) -> np.ndarray:
+@dataclass(frozen=True)
+class Blocks:
+    """How a quantizer cuts a tensor and scales its blocks: ``size`` elements a block, its tie rule (``down``: the
+    lower entry, bitsandbytes; ``up``: torchao) and the floor of a block's scale. Wherever a ``blocksize`` is taken,
+    a Blocks may be given instead (an int is ``Blocks(int)``: bitsandbytes' rules)."""
+
+    size: int
+    ties: str = "down"
+    floor: float = 0.0
+
+    def __index__(self) -> int:
+        return self.size
+
+    __int__ = __index__
+
+
+def _per_element(absmax: np.ndarray, size: int, blocksize: int | Blocks) -> np.ndarray:
     """The absmax of each element's block, for the flattened tensor of ``size`` elements."""
-    return np.repeat(np.asarray(absmax, dtype=np.float64), blocksize)[:size]
+    return np.repeat(np.asarray(absmax, dtype=np.float64), int(blocksize))[:size]
 
 
 def _normalized(x: np.ndarray, absmax: np.ndarray, blocksize: int) -> np.ndarray:
@@ -108,16 +126,19 @@ def _boundaries(code: np.ndarray) -> np.ndarray:
 def block_absmax(x: np.ndarray, blocksize: int) -> np.ndarray:
     """max |x| over each block of ``blocksize`` consecutive elements of the flattened x (the last may be short)."""
     flat = np.abs(np.asarray(x, dtype=np.float64).ravel())
-    starts = np.arange(0, flat.size, blocksize)
+    starts = np.arange(0, flat.size, int(blocksize))
     return np.maximum.reduceat(flat, starts) if flat.size else np.empty(0)
 
 
-def quantize_blockwise(x: np.ndarray, code: np.ndarray, blocksize: int, ties: str = "down",
-                       floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def quantize_blockwise(x: np.ndarray, code: np.ndarray, blocksize: int | Blocks, ties: str | None = None,
+                       floor: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(codes, absmax): codes (uint8, x's shape) index the entry of ``code`` nearest to x / absmax of its block,
     on an exact tie the lower index (``ties="down"``, bitsandbytes) or the upper one (``"up"``, torchao); absmax
     (float64) holds one max |x| per block, at least ``floor`` (torchao's ``FLOOR_1E12``: a block of zeros then
-    stores the entry nearest 0, not index 0)."""
+    stores the entry nearest 0, not index 0). ``ties`` and ``floor`` default to ``blocksize``'s (a Blocks)."""
+    rules = blocksize if isinstance(blocksize, Blocks) else Blocks(int(blocksize))
+    ties = rules.ties if ties is None else ties
+    floor = rules.floor if floor is None else floor
     if ties not in ("down", "up"):
         raise ValueError(f"ties={ties!r}: down or up")
     absmax = np.maximum(block_absmax(x, blocksize), floor)

@@ -52,6 +52,27 @@ def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, failing)
     assert "4 parameters keep quantized state" in parity["detail"]
 
 
+@pytest.mark.parametrize("cls, failing", [
+    ("NumpyAdamW8bitSubclassState", set()),
+    ("WrongMapAdamW8bitSubclassState", {"quantized.param_max_err_eps", "quantized.absmax_max_err_eps",
+                                        "quantized.codes_unexplained"}),
+])
+def test_moments_kept_in_tensors_carrying_codes_scale_and_map_are_read_through_their_attributes(tmp_path, cls,
+                                                                                                failing):
+    """torchao's layout and quantizer without torchao: state keys exp_avg.codes/.scale/.qmap, a tie rounding up, a
+    floored scale, quantized state only for whole blocks; the unsigned map for the first moment is caught."""
+    done = warm_command.run("run", "suite=adamw", "dtype=float32", "checks=[parity,quantized]", "impl=[candidate]",
+                            "hparams=[default]", "history_dir=null", "jobs=0", f"candidate={spec(tmp_path, cls)}",
+                            f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert done.returncode == (1 if failing else 0), done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    quantized = {r["metric"]: r for r in rows if r["check"] == "quantized" and r["status"] in ("pass", "fail")}
+    assert {m for m, r in quantized.items() if r["status"] == "fail"} == failing, quantized
+    codes = quantized["quantized.codes_unexplained"]["detail"]
+    assert "of 983,040 new codes" in codes, codes  # 4 parameters (32,768 elements) x 30 steps: every one read
+    assert (", 0 beyond rounding" in codes) != bool(failing) and ("; 0 map entries differ" in codes) != bool(failing)
+
+
 def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path):
     done = warm_command.run(*[a for a in RUN if not a.startswith("checks=")], "checks=[parity]",
                             f"candidate={spec(tmp_path, 'NumpyAdamW8bit')}", f"out_dir={tmp_path / 'out'}", timeout=300)
@@ -141,10 +162,13 @@ def test_the_mutant_catalogue_judges_its_8bit_optimizers_through_their_spec_and_
     eight_bit = {name: t for name, t in found.items() if name.startswith("blockwise_8bit.")}
     assert set(eight_bit) == {"blockwise_8bit." + c for c in ("NumpyAdamW8bit", "WrongBeta2AdamW8bit",
                                                               "StuckStepAdamW8bit", "NumpyLion8bit",
-                                                              "WrongBeta1Lion8bit")}
-    for t in eight_bit.values():
+                                                              "WrongBeta1Lion8bit", "NumpyAdamW8bitSubclassState",
+                                                              "WrongMapAdamW8bitSubclassState")}
+    for name, t in eight_bit.items():
         assert t.checks == ("parity", "roundtrip", "quantized") and t.dtype == "float32", t
-        assert json.loads(t.spec)["quantized"]["moments"]["exp_avg"] == ["state1", "absmax1", "qmap1"]
+        assert json.loads(t.spec)["quantized"]["moments"]["exp_avg"] == (
+            ["exp_avg.codes", "exp_avg.scale", "exp_avg.qmap"] if "SubclassState" in name
+            else ["state1", "absmax1", "qmap1"])
     assert found["adamw.SwappedStateDictAdamW"].checks == ("parity", "roundtrip")
     assert found["adamw.SwappedStateDictAdamW"].spec is None
 
@@ -218,3 +242,31 @@ def test_the_candidates_conventions_reach_the_quantized_step(tmp_path):
                             "hparams=[default]", "history_dir=null", "jobs=1", f"candidate={candidate}",
                             f"out_dir={tmp_path / 'out'}", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_subclass_layout_reads_attributes_and_its_rules_are_checked():
+    """``exp_avg.codes`` reads an attribute of the state tensor (None where it has none); ``whole_blocks`` leaves a
+    parameter that is no whole number of blocks to parity; ``ties``, ``floor`` and ``whole_blocks`` are checked, the
+    floor kept as a float32 (torchao's clip(1e-12) on a float32 absmax)."""
+    import torch
+
+    from optbench.adapters.quantized import blocks, parse, quantizes, read
+    from optbench.adapters.registry import CandidateSpecError
+
+    moments = {"exp_avg": ["exp_avg.codes", "exp_avg.scale", "exp_avg.qmap"]}
+    q = parse({"scheme": "blockwise_8bit", "min_size": 4096, "whole_blocks": True, "ties": "up", "floor": 1e-12,
+               "moments": moments}, "spec")
+
+    class Spec:
+        extra = {"quantized": q}
+
+    assert blocks(q).ties == "up" and blocks(q).floor == float(np.float32(1e-12)) and int(blocks(q)) == 256
+    assert quantizes(Spec, 4096) and not quantizes(Spec, 4096 + 128) and not quantizes(Spec, 2048)
+    moment = torch.zeros(2)
+    moment.codes, moment.scale, moment.qmap = torch.tensor([7, 9], dtype=torch.uint8), torch.ones(1), torch.zeros(256)
+    got = read(Spec, {"exp_avg": moment, "step": torch.tensor(2.0)})
+    assert got["codes1"].tolist() == [7, 9] and got["absmax1"].tolist() == [1.0] and got["step"] == 2
+    assert read(Spec, {"exp_avg": torch.zeros(2), "step": 1}) is None  # no codes attribute: no quantized state
+    for bad in ({"ties": "nearest"}, {"floor": -1}, {"whole_blocks": "yes"}, {"floor": True}):
+        with pytest.raises(CandidateSpecError, match="ties down or up, floor a number"):
+            parse({"scheme": "blockwise_8bit", "moments": moments, **bad}, "spec")

@@ -3,6 +3,7 @@
 import copy
 import io
 
+import pytest
 import torch
 
 from optbench.state.copies import fresh_copy
@@ -50,3 +51,22 @@ def test_a_tensor_subclass_or_a_tensor_needing_grad_is_deep_copied():
     copied = fresh_copy({"p": parameter, "g": leaf})
     assert type(copied["p"]) is torch.nn.Parameter and copied["g"].requires_grad
     assert copied["p"].data_ptr() != parameter.data_ptr() and copied["g"].data_ptr() != leaf.data_ptr()
+
+
+class _Wrapped(torch.Tensor):
+    """A tensor subclass that implements no clone (as torchao's quantized state): deepcopy cannot copy it."""
+
+    def clone(self, *args, **kwargs):
+        raise NotImplementedError("clone")
+
+
+torch.serialization.add_safe_globals([_Wrapped])
+
+
+def test_a_tensor_subclass_is_copied_as_a_checkpoint_carries_it():
+    value = torch.arange(4.0).as_subclass(_Wrapped)
+    with pytest.raises((NotImplementedError, RuntimeError)):
+        copy.deepcopy(value)
+    copied = fresh_copy({"state": {0: {"exp_avg": value}}})["state"][0]["exp_avg"]
+    assert type(copied) is _Wrapped and torch.equal(copied.as_subclass(torch.Tensor), torch.arange(4.0))
+    assert copied.data_ptr() != value.data_ptr()

@@ -9,9 +9,15 @@
         exp_avg: [state1, absmax1, qmap1]
         exp_avg_sq: [state2, absmax2, qmap2]   # in the suite's quantized step's order (Lion: exp_avg alone)
       grid: 65536                  # optional: the quantizer first rounds to this many points on [-1, 1]
+      ties: down                   # optional: a value halfway between two entries takes the lower (down, the
+                                   # default: bitsandbytes) or the upper one (up: torchao)
+      floor: 0                     # optional: a block's scale is at least this (as a float32): torchao's 1e-12
+      whole_blocks: false          # optional: only a parameter of whole blocks keeps quantized state (torchao)
 
 A key may index a stacked state tensor: ``state1[0]`` is the first of the moments bitsandbytes' AdEMAMix8bit keeps
-stacked in ``state1`` (``absmax1[0]`` its absmax), ``state1[1]`` the second.
+stacked in ``state1`` (``absmax1[0]`` its absmax), ``state1[1]`` the second; or name an attribute of a state tensor:
+``exp_avg.codes`` is the ``codes`` of the tensor subclass torchao keeps ``exp_avg`` in (``exp_avg.scale`` its
+per-block scales, ``exp_avg.qmap`` its map).
 
 A parameter of at least ``min_size`` elements is judged by the quantized check, one step at a time from the
 candidate's own quantized state, in the quantizer's units; the parity check judges the others (``full_precision``).
@@ -26,9 +32,11 @@ import numpy as np
 import torch
 
 from optbench.adapters.registry import CandidateSpecError, adapter_key, reject_unknown
+from optbench.reference._quantization import Blocks
 
-KEYS = {"scheme", "blocksize", "min_size", "moments", "grid"}
-STATE_KEY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>\d+)\])?")  # state1, or state1[0]
+KEYS = {"scheme", "blocksize", "min_size", "moments", "grid", "ties", "floor", "whole_blocks"}
+# state1, state1[0] (the first of a stacked tensor) or exp_avg.codes (an attribute of a tensor subclass)
+STATE_KEY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>\d+)\]|\.(?P<attr>[A-Za-z_][A-Za-z0-9_]*))?")
 SCHEMES = ("blockwise_8bit",)
 
 
@@ -51,13 +59,24 @@ def parse(value, source: str) -> dict:
                                  "name of each -> its [codes, absmax, map] state keys)")
     bad = [str(k) for keys in moments.values() for k in keys if not STATE_KEY.fullmatch(str(k))]
     if bad:
-        raise CandidateSpecError(f"{source}: quantized.moments: {bad[0]!r} is no state key (a name, or name[i] for "
-                                 "the i-th of a stacked tensor)")
+        raise CandidateSpecError(f"{source}: quantized.moments: {bad[0]!r} is no state key (a name, name[i] for "
+                                 "the i-th of a stacked tensor, or name.attribute of a tensor subclass)")
     grid = value.get("grid")
     if grid is not None and (not isinstance(grid, int) or grid < 2):
         raise CandidateSpecError(f"{source}: quantized.grid={grid}: a whole number of points, at least 2")
-    return {"scheme": scheme, "blocksize": blocksize, "min_size": min_size, "grid": grid,
+    ties, floor, whole = str(value.get("ties", "down")), value.get("floor", 0), value.get("whole_blocks", False)
+    if ties not in ("down", "up") or isinstance(floor, bool) or not isinstance(floor, (int, float)) or floor < 0 \
+            or not isinstance(whole, bool):
+        raise CandidateSpecError(f"{source}: quantized: ties down or up, floor a number >= 0, whole_blocks true or "
+                                 "false")
+    return {"scheme": scheme, "blocksize": blocksize, "min_size": min_size, "grid": grid, "ties": ties,
+            "floor": float(np.float32(floor)), "whole_blocks": whole,
             "moments": {str(m): tuple(str(k) for k in keys) for m, keys in moments.items()}}
+
+
+def blocks(q: dict) -> Blocks:
+    """How the declared quantizer cuts and scales (the reference quantizer's ``Blocks``)."""
+    return Blocks(q["blocksize"], q.get("ties", "down"), q.get("floor", 0.0))
 
 
 def declared(spec) -> dict | None:
@@ -68,7 +87,8 @@ def declared(spec) -> dict | None:
 def quantizes(spec, numel: int) -> bool:
     """Whether a parameter of ``numel`` elements keeps quantized state under ``spec``."""
     q = declared(spec)
-    return q is not None and numel >= q["min_size"] and numel > 0
+    return q is not None and numel >= q["min_size"] and numel > 0 and not (
+        q.get("whole_blocks") and numel % q["blocksize"])
 
 
 def full_precision(spec, workload):
@@ -104,6 +124,8 @@ def _entry(state: Mapping, key: str):
     """``state[key]``, or for ``name[i]`` the i-th of the stacked tensor ``state[name]`` (None where it has none)."""
     found = STATE_KEY.fullmatch(key)
     value = state.get(found["name"])
+    if found["attr"] is not None:
+        return getattr(value, found["attr"], None) if isinstance(value, torch.Tensor) else None
     if found["index"] is None or not isinstance(value, torch.Tensor):
         return value
     index = int(found["index"])

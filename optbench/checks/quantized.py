@@ -21,7 +21,7 @@ import fnmatch
 import numpy as np
 import torch
 
-from optbench.adapters.quantized import as_arrays, declared, quantizes, read
+from optbench.adapters.quantized import as_arrays, blocks, declared, quantizes, read
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.base import awaiting_judge
 from optbench.checks.deviations import declared_status
@@ -170,7 +170,7 @@ class QuantizedCheck:
         params = workload.materialize(DTYPES[case.dtype], ctx.device)
         before = {n: as_array(p) for n, p in params.items()}
         quantized = STEPS[_reference_name(case.suite)]
-        state = {n: quantized.zero_state(tuple(p.shape), q["blocksize"]) for n, p in params.items()}
+        state = {n: quantized.zero_state(tuple(p.shape), blocks(q)) for n, p in params.items()}
         maps = quantized.maps()
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         eps32 = float(np.finfo(np.float32).eps)
@@ -186,8 +186,7 @@ class QuantizedCheck:
                                      f"{i + 1}")
                 grad = reference_gradient(workload.gradient(i, n, p))
                 free.step(n, grad)
-                ours_p, ours = quantized.step(before[n], grad, {**state[n], **maps},
-                                              hp[n], q["blocksize"])
+                ours_p, ours = quantized.step(before[n], grad, {**state[n], **maps}, hp[n], blocks(q))
                 err, left_out = param_error(after[n]["param"], ours_p, before[n], eps, ours.get("decisions", ()),
                                             ours.get("update_scale", 0.0))
                 decided += left_out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from optbench.adapters.quantized import blocks
 from optbench.metrics import QUANTIZED_PRICE, QUANTIZED_SPREAD
 from optbench.reference._blockwise_8bit_step import QuantizedStep
 from optbench.reference.contract import eager_state
@@ -26,7 +27,7 @@ class FreeRuns:
         self.full_hp = {n: {**hp[n], "dtype_eps": eps} for n in start}
         self.start, self.full, self.quant = dict(start), dict(start), dict(start)
         self.full_state = {n: self.ref.init(start[n], self.full_hp[n]) for n in start} if eager_state(self.ref) else {}
-        self.quant_state = {n: quantized.zero_state(start[n].shape, q["blocksize"]) for n in start}
+        self.quant_state = {n: quantized.zero_state(start[n].shape, blocks(q)) for n in start}
         self.paid: list[float] = []  # the candidate's price after each step
 
     def stepped(self, params: dict) -> None:
@@ -48,7 +49,7 @@ class FreeRuns:
             self.full_state[n] = self.ref.init(self.full[n], self.full_hp[n])
         self.full[n], self.full_state[n] = self.ref.update(self.full[n], g, self.full_state[n], self.full_hp[n])
         self.quant[n], new = self.quantized.step(self.quant[n], g, {**self.quant_state[n], **self.maps}, self.hp[n],
-                                                 self.q["blocksize"])
+                                                 blocks(self.q))
         self.quant_state[n] = {k: v for k, v in new.items() if k.startswith(("codes", "absmax", "step"))}
 
     def price(self, final: dict, steps: int) -> list[tuple[str, float, str]]:

@@ -13,7 +13,7 @@ import torch
 
 from optbench.reference import lamb
 from optbench.reference._blockwise_8bit_step import STEPS, adamw_step, lion_step
-from optbench.reference._quantization import dynamic_map
+from optbench.reference._quantization import FLOOR_1E12, Blocks, dequantize_blockwise, dynamic_map
 
 
 class _Keeps8bitCodes(torch.optim.Optimizer):
@@ -63,11 +63,14 @@ class NumpyAdamW8bit(_Keeps8bitCodes):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                if p.numel() < self.min_8bit_size:
+                if not self._quantized(p):
                     self._step32(p, lr, beta1, beta2, eps, decay)
                 else:
                     self._step8(p, {"lr": lr, "betas": (beta1, self.wrong_beta2 or beta2), "eps": eps,
                                     "weight_decay": decay})
+
+    def _quantized(self, p) -> bool:
+        return p.numel() >= self.min_8bit_size
 
     def _step32(self, p, lr, beta1, beta2, eps, decay):
         state = self.state[p]
@@ -97,6 +100,64 @@ class StuckStepAdamW8bit(NumpyAdamW8bit):
     def _step8(self, p, hp: dict):
         super()._step8(p, hp)
         self.state[p]["step"] = 0
+
+
+class NumpyAdamW8bitSubclassState(NumpyAdamW8bit):
+    """Control: torchao's AdamW8bit's state layout and quantizer (no torchao): a parameter of at least 4096 elements
+    in whole blocks of 256 keeps each moment as a tensor (its dequantized value) carrying ``codes``, ``scale`` (each
+    block's absmax, floored at float32's 1e-12) and ``qmap``; a value halfway between two entries rounds up."""
+
+    first_moment_signed = True  # a mutant's: the unsigned map for the signed first moment
+
+    def load_state_dict(self, state_dict):
+        """A tensor's attributes do not survive a state_dict (torch's load casts each tensor anew, as a checkpoint
+        file would): the codes and scale are kept beside each moment (``exp_avg_codes``, ``exp_avg_scale``), cast
+        back to uint8 and put on the moment again, as torchao's subclass carries its own through."""
+        super().load_state_dict(state_dict)
+        for state in self.state.values():
+            for key, signed in (("exp_avg", self.first_moment_signed), ("exp_avg_sq", False)):
+                if f"{key}_codes" in state:
+                    self._keep(state, key, state[f"{key}_codes"].to(torch.uint8).numpy(),
+                               state[f"{key}_scale"].double().numpy(), signed)
+
+    @staticmethod
+    def _keep(state: dict, key: str, codes: np.ndarray, scale: np.ndarray, signed: bool) -> None:
+        state[key] = _carrier(codes, scale, signed)
+        state[f"{key}_codes"], state[f"{key}_scale"] = state[key].codes, state[key].scale
+
+    def _quantized(self, p) -> bool:
+        return p.numel() >= self.min_8bit_size and p.numel() % 256 == 0
+
+    def _step8(self, p, hp: dict):
+        blocks, signed = Blocks(256, "up", FLOOR_1E12), (self.first_moment_signed, False)
+        state = self.state[p]
+        if not state:
+            state["step"] = torch.tensor(0.0)
+            for k, key in ((1, "exp_avg"), (2, "exp_avg_sq")):
+                self._keep(state, key, np.zeros(p.shape, np.uint8), np.zeros(p.numel() // 256), signed[k - 1])
+        before = {"step": int(state["step"]), "map1": dynamic_map(signed[0]), "map2": dynamic_map(signed[1])}
+        for k, key in ((1, "exp_avg"), (2, "exp_avg_sq")):
+            before[f"codes{k}"], before[f"absmax{k}"] = state[key].codes.numpy(), state[key].scale.double().numpy()
+        new_p, new = adamw_step(p.double().numpy(), p.grad.double().numpy(), before, hp, blocks)
+        p.copy_(torch.from_numpy(new_p))
+        state["step"] += 1
+        for k, key in ((1, "exp_avg"), (2, "exp_avg_sq")):
+            self._keep(state, key, np.asarray(new[f"codes{k}"], np.uint8), new[f"absmax{k}"], signed[k - 1])
+
+
+def _carrier(codes: np.ndarray, scale: np.ndarray, signed: bool) -> torch.Tensor:
+    """A moment as torchao keeps it: a tensor of its dequantized value with ``codes``, ``scale`` and ``qmap``."""
+    qmap = dynamic_map(signed)
+    value = torch.from_numpy(dequantize_blockwise(codes, scale, qmap, 256)).float()
+    value.codes, value.scale = torch.from_numpy(codes.copy()), torch.from_numpy(np.asarray(scale, np.float64)).float()
+    value.qmap = torch.tensor(qmap, dtype=torch.float32)
+    return value
+
+
+class WrongMapAdamW8bitSubclassState(NumpyAdamW8bitSubclassState):
+    """Mutant: its first moment on the unsigned map (negative values clamp to its smallest entry)."""
+
+    first_moment_signed = False
 
 
 class NumpyLion8bit(_Keeps8bitCodes):
@@ -187,14 +248,20 @@ class NoTrustRatioLamb8bit(NumpyLamb8bit):
 _QUANTIZED = {"scheme": "blockwise_8bit", "blocksize": 256, "min_size": 4096}
 _ADAMW_SPEC = {"dtypes": ["float32"], "quantized": {**_QUANTIZED, "moments": {
     "exp_avg": ["state1", "absmax1", "qmap1"], "exp_avg_sq": ["state2", "absmax2", "qmap2"]}}}
+_SUBCLASS_STATE_SPEC = {"dtypes": ["float32"], "quantized": {
+    **_QUANTIZED, "ties": "up", "floor": 1e-12, "whole_blocks": True, "moments": {
+        "exp_avg": ["exp_avg.codes", "exp_avg.scale", "exp_avg.qmap"],
+        "exp_avg_sq": ["exp_avg_sq.codes", "exp_avg_sq.scale", "exp_avg_sq.qmap"]}}}
 _LION_SPEC = {"dtypes": ["float32"],
               "quantized": {**_QUANTIZED, "moments": {"exp_avg": ["state1", "absmax1", "qmap1"]}}}
 MUTANTS = {"WrongBeta2AdamW8bit": "adamw", "StuckStepAdamW8bit": "adamw", "WrongBeta1Lion8bit": "lion",
-           "NoTrustRatioLamb8bit": "lamb"}
-CONTROLS = {"NumpyAdamW8bit": "adamw", "NumpyLion8bit": "lion", "NumpyLamb8bit": "lamb"}
+           "NoTrustRatioLamb8bit": "lamb", "WrongMapAdamW8bitSubclassState": "adamw"}
+CONTROLS = {"NumpyAdamW8bit": "adamw", "NumpyLion8bit": "lion", "NumpyLamb8bit": "lamb",
+            "NumpyAdamW8bitSubclassState": "adamw"}
 EXISTS_AT = dict.fromkeys([*MUTANTS, *CONTROLS], ("float32",))
 CAUGHT_BY = dict.fromkeys(MUTANTS, "quantized")
 # the candidate spec each is judged through (a spec file's keys but class): its quantized state's layout
 SPECS = {**dict.fromkeys(["NumpyAdamW8bit", "WrongBeta2AdamW8bit", "StuckStepAdamW8bit", "NumpyLamb8bit",
                           "NoTrustRatioLamb8bit"], _ADAMW_SPEC),
-         **dict.fromkeys(["NumpyLion8bit", "WrongBeta1Lion8bit"], _LION_SPEC)}
+         **dict.fromkeys(["NumpyLion8bit", "WrongBeta1Lion8bit"], _LION_SPEC),
+         **dict.fromkeys(["NumpyAdamW8bitSubclassState", "WrongMapAdamW8bitSubclassState"], _SUBCLASS_STATE_SPEC)}

@@ -3,12 +3,16 @@
 The containers a state_dict is made of (dicts, lists, tuples) are rebuilt, plain strided tensors get new storage,
 and tensors that shared a storage in the original share one new storage in the copy, at the same offsets and
 strides (as ``Tensor.__deepcopy__`` keeps them). Immutable leaves (numbers, strings, None) are the same objects;
-anything else (a tensor subclass, a sparse tensor, an object a library keeps in its state) is ``copy.deepcopy``'d.
+a tensor subclass (torchao's quantized state) is saved and loaded back in memory (``torch.save``, then
+``torch.load(weights_only=True)``: a checkpoint's own path; such a subclass may implement no ``clone``, which
+``copy.deepcopy`` needs); anything else (a sparse tensor, an object a library keeps in its state) is
+``copy.deepcopy``'d.
 """
 
 from __future__ import annotations
 
 import copy
+import io
 
 import torch
 
@@ -32,7 +36,17 @@ def _copy(value, storages: dict):
         return tuple(_copy(v, storages) for v in value)
     if kind in _IMMUTABLE:
         return value
+    if isinstance(value, torch.Tensor) and kind is not torch.Tensor and kind is not torch.nn.Parameter:
+        return _through_a_checkpoint(value)
     return copy.deepcopy(value)
+
+
+def _through_a_checkpoint(value: torch.Tensor) -> torch.Tensor:
+    """``value`` saved and loaded back, as a checkpoint file would carry it."""
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
 
 
 def _tensor(value: torch.Tensor, storages: dict) -> torch.Tensor:
