@@ -3,10 +3,9 @@
 The containers a state_dict is made of (dicts, lists, tuples) are rebuilt, plain strided tensors get new storage,
 and tensors that shared a storage in the original share one new storage in the copy, at the same offsets and
 strides (as ``Tensor.__deepcopy__`` keeps them). Immutable leaves (numbers, strings, None) are the same objects;
-a tensor subclass (torchao's quantized state) is saved and loaded back in memory (``torch.save``, then
-``torch.load(weights_only=True)``: a checkpoint's own path; such a subclass may implement no ``clone``, which
-``copy.deepcopy`` needs); anything else (a sparse tensor, an object a library keeps in its state) is
-``copy.deepcopy``'d.
+anything else (a tensor subclass, a sparse tensor, an object a library keeps in its state) is ``copy.deepcopy``'d,
+and a tensor subclass that cannot be (torchao's quantized state implements no ``clone``, which deepcopy needs) is
+saved and loaded back in memory, as a checkpoint carries it (``torch.save``, then ``torch.load(weights_only=True)``).
 """
 
 from __future__ import annotations
@@ -36,9 +35,12 @@ def _copy(value, storages: dict):
         return tuple(_copy(v, storages) for v in value)
     if kind in _IMMUTABLE:
         return value
-    if isinstance(value, torch.Tensor) and kind is not torch.Tensor and kind is not torch.nn.Parameter:
+    try:
+        return copy.deepcopy(value)
+    except (NotImplementedError, RuntimeError):
+        if not isinstance(value, torch.Tensor) or kind is torch.Tensor:
+            raise
         return _through_a_checkpoint(value)
-    return copy.deepcopy(value)
 
 
 def _through_a_checkpoint(value: torch.Tensor) -> torch.Tensor:
