@@ -5,7 +5,8 @@ A compose spends most of its time building the defaults list and loading the fil
 ``out_dir=...``, ``parity.one_step=false``) change none of that: they are applied to the composed config
 afterwards, by Hydra's own ``_apply_overrides_to_config``, the same call on the same kind of config as in
 Hydra's compose. So a process that composes many runs (the tests, ``optbench mutants``, the pytest gate) composes
-the config of its group choices once and applies each run's value overrides to a copy of it.
+the config of its group choices once and applies each run's value overrides to a copy of it; the first compose of
+a choice is Hydra's as it is (a command that composes once pays nothing for the keeping), the second keeps it.
 
 What is kept is keyed by every override that is not a plain value (config groups, packages, ``hydra.*``), the
 search path, the bytes of every file on it (an edited suite file composes anew) and the ConfigStore's nodes (a
@@ -27,6 +28,7 @@ from optbench.suites import CONFIG_MODULE
 
 KEPT = 32  # group choices kept per process (a run composes one; a test process a few dozen)
 _kept: dict[tuple, tuple] = {}
+_seen: set[tuple] = set()  # group choices composed once: kept from the second time
 
 
 def compose_with(plain: Callable[[list[str]], DictConfig], overrides: list[str], dirs: list[str]) -> DictConfig:
@@ -46,6 +48,9 @@ def compose_with(plain: Callable[[list[str]], DictConfig], overrides: list[str],
     choices = [o.input_line for o in parsed if not is_plain_value(o, groups)]
     nodes = stored_nodes()
     key = (tuple(choices), tuple(dirs), fingerprint(dirs), tuple(map(id, nodes)))
+    if key not in _kept and key not in _seen:  # once: as Hydra composes it, nothing kept (a command composes once)
+        _seen.add(key)
+        return plain(overrides)
     if key not in _kept:
         if len(_kept) >= KEPT:
             _kept.pop(next(iter(_kept)))
@@ -103,4 +108,5 @@ def _folders(dirs: list[str]) -> list[Path]:
 def forget() -> None:
     """Drop every kept config (the tests that compare a kept compose with a fresh one)."""
     _kept.clear()
+    _seen.clear()
 

@@ -44,9 +44,8 @@ CASES = [
 @pytest.mark.parametrize("overrides", CASES, ids=lambda o: " ".join(o) or "defaults")
 def test_a_kept_compose_equals_hydras_first_and_after(overrides):
     composed.forget()
-    first = compose_config(overrides)
-    again = compose_config(overrides)  # from what the first kept
-    assert same(first, hydras(overrides)) and same(again, hydras(overrides))
+    first, kept, again = (compose_config(overrides) for _ in range(3))  # as Hydra's; kept; from what was kept
+    assert same(first, hydras(overrides)) and same(kept, hydras(overrides)) and same(again, hydras(overrides))
     again.steps = 999  # a run's config is its own
     assert compose_config(overrides).steps != 999
 
@@ -55,7 +54,7 @@ def test_a_kept_compose_equals_hydras_first_and_after(overrides):
                                        ["suite=sgd", "steps=1,2"], ["suite=sgd", "+steps=3"]])
 def test_a_mistake_reads_as_hydras_whether_kept_or_not(overrides):
     composed.forget()
-    compose_config(["suite=sgd"])  # the group choice kept
+    compose_config(["suite=sgd"]), compose_config(["suite=sgd"])  # the group choice kept
     try:
         hydras(overrides)
         hydra_says = None
@@ -70,15 +69,16 @@ def test_an_edited_suite_file_composes_anew(tmp_path):
     (tmp_path / "suite").mkdir()
     mine = tmp_path / "suite" / "mysgd.yaml"
     mine.write_text("name: mysgd\noptimizer: SGD\nreference: sgd\nhparams:\n  - {name: default, lr: 0.1}\n")
-    first = compose_config(["suite=mysgd"], [str(tmp_path)])
+    first = [compose_config(["suite=mysgd"], [str(tmp_path)]) for _ in range(2)][-1]  # kept
     mine.write_text("name: mysgd\noptimizer: SGD\nreference: sgd\nhparams:\n  - {name: default, lr: 0.2}\n")
-    second = compose_config(["suite=mysgd"], [str(tmp_path)])
+    second = [compose_config(["suite=mysgd"], [str(tmp_path)]) for _ in range(2)][-1]
     assert first.suite.hparams[0].lr == 0.1 and second.suite.hparams[0].lr == 0.2
     assert same(second, hydras(["suite=mysgd"], [str(tmp_path)]))
 
 
 def test_out_dirs_time_is_each_runs_own():
-    first = compose_config(["suite=sgd"])
+    compose_config(["suite=sgd"])
+    first = compose_config(["suite=sgd"])  # kept
     seen = str(first.out_dir)  # resolves ${now:...} in this config only
     time.sleep(1.05)
     assert str(compose_config(["suite=sgd"]).out_dir) != seen
@@ -101,12 +101,12 @@ def test_a_check_registered_later_composes_anew(monkeypatch):
 
     from optbench.checks import registry
 
-    compose_config(["suite=sgd"])
+    compose_config(["suite=sgd"]), compose_config(["suite=sgd"])  # kept
     defaults = registry.config_defaults()
     monkeypatch.setattr(registry, "config_defaults", lambda: {**defaults, "late_check": {"limit": 3}})
     registry.store_config_defaults()
     try:
-        assert compose_config(["suite=sgd", "late_check.limit=5"]).late_check.limit == 5
+        assert [compose_config(["suite=sgd", "late_check.limit=5"]) for _ in range(2)][-1].late_check.limit == 5
     finally:
         monkeypatch.undo()
         ConfigStore.instance().store(name=registry.CONFIG_NODE, node=registry.config_defaults())
