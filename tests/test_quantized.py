@@ -214,17 +214,19 @@ def test_bitsandbytes_sgd8bit_is_judged_by_the_momentum_step_where_it_keeps_a_bu
 
 # the second moment's decay 0.1 below the one asked (bitsandbytes' RMSprop keeps alpha as betas[0])
 WRONG_RMSPROP = WRONG_BETAS.format(name="RMSprop8bit", betas='(g["betas"][0] - 0.1, g["betas"][1])')
-WRONG_ADAGRAD = """
-class Adagrad8bit(bnb.optim.Adagrad8bit):  # steps with 1.1 times the lr its param groups hold
+# a class that steps with one option scaled from what its param groups hold
+SCALED_OPTION = """
+class {name}(bnb.optim.{name}):  # steps with {factor} times the {option} its param groups hold
     def step(self, closure=None):
         for g in self.param_groups:
-            g["lr"] *= 1.1
+            g["{option}"] *= {factor}
         try:
             return super().step(closure)
         finally:
             for g in self.param_groups:
-                g["lr"] /= 1.1
+                g["{option}"] /= {factor}
 """
+WRONG_ADAGRAD = SCALED_OPTION.format(name="Adagrad8bit", option="lr", factor=1.1)
 
 
 @pytest.mark.parametrize("suite, name, moment, wrong", [("rmsprop", "RMSprop8bit", "square_avg", WRONG_RMSPROP),
@@ -254,17 +256,7 @@ def test_bitsandbytes_one_state_8bit_optimizers_are_judged_by_their_step_and_a_w
     assert rows_of(tmp_path / "wrong")["quantized.param_max_err_eps"]["status"] == "fail"
 
 
-WRONG_ADEMAMIX = """
-class AdEMAMix8bit(bnb.optim.AdEMAMix8bit):  # mixes in the slow EMA with twice the alpha its param groups hold
-    def step(self, closure=None):
-        for g in self.param_groups:
-            g["alpha"] *= 2.0
-        try:
-            return super().step(closure)
-        finally:
-            for g in self.param_groups:
-                g["alpha"] /= 2.0
-"""
+WRONG_ADEMAMIX = SCALED_OPTION.format(name="AdEMAMix8bit", option="alpha", factor=2.0)  # the slow EMA mixed in twice
 ADEMAMIX_SPEC = """
 class: wrongmix.AdEMAMix8bit
 dtypes: [float32, bfloat16]
