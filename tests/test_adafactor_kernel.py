@@ -408,6 +408,7 @@ def test_layouts_agree_column_major_stepped_in_place():
                                torch.finfo(torch.float32).eps) <= 2, (key, name)
 
 
+@pytest.mark.slow  # (slow tier; CI: every test of this file builds or loads the kernel)
 def test_a_build_lock_left_by_a_killed_process_does_not_hang_the_next_build(tmp_path):
     """torch guards a JIT build with a plain ``lock`` file, which a process killed mid-build leaves behind; every later
     load waited on it forever (a run stopped by SIGTERM while building hung every later run). optbench's build holds a

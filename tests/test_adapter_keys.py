@@ -128,6 +128,7 @@ def test_options_held_at_lower_precision_are_rounded_for_the_reference_only_wher
     assert meta["class"] == "f32betas.Adam"
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the other adapter keys)
 def test_an_option_the_class_fixes_by_convention_is_taken_at_that_value_and_unsupported_elsewhere(tmp_path, importable):
     """A class that always decays decoupled (AdamW behind a constructor without the flag): with ``conventions`` a set
     naming the flag at the class's value runs and passes, one asking for the other value is unsupported in one line

@@ -41,6 +41,7 @@ def optbench(cwd: Path, *args) -> subprocess.CompletedProcess:
     return warm_command.run("run", "--config-dir", "conf", "suite=mylion", "history_dir=null", *args, cwd=cwd)
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a user's suite file and test_cli's own optimizer and reference)
 def test_a_plain_reference_module_and_a_declared_roofline_from_the_working_directory(tmp_path):
     cwd = project(tmp_path)
     done = optbench(cwd, "candidate=my_lion.Lion", "checks=[parity,speed]", "steps=5", "speed.params=1e5",
@@ -77,6 +78,7 @@ def test_two_classes_of_one_name_are_told_apart_in_a_sweep(tmp_path):
     assert "candidate:their_lion.Lion" in (cwd / "sweep" / "report.md").read_text()
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a user's suite file and test_cli's own optimizer and reference)
 def test_a_clone_of_optbench_in_the_working_directory_does_not_shadow_it_in_the_workers(tmp_path):
     """An author who cloned optbench into their folder: a worker started with ``python -m`` took that folder for
     (part of) the optbench package, its reference/ before the installed one's."""
@@ -113,6 +115,7 @@ def test_a_users_suite_file_replaces_the_built_in_of_its_name(tmp_path):
     assert recorded == "tests.byo.lion_reference"
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a user's suite file and test_cli's own optimizer and reference)
 def test_the_nearest_torch_baseline_is_timed_only_where_the_candidate_is(tmp_path):
     """A candidate-only suite times its candidate beside torch's nearest optimizer (Lion: AdamW); where the candidate
     spec's dtypes leave a dtype out, the baseline is not timed alone there (it was, and raised KeyError)."""

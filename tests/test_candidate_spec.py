@@ -197,6 +197,7 @@ def test_the_defaults_table_flags_only_a_default_that_differs():
     assert (table["nesterov"]["candidate"], table["nesterov"]["differs"]) == ("(not taken)", False)
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a spec's names, state, rejections and keys)
 def test_a_sign_decided_by_rounding_is_left_out_and_a_wrong_lion_still_fails_at_bfloat16(tmp_path):
     """Lion's step is lr * sign(c): where c is within rounding of 0 a correct bfloat16 step may take either sign.
     Those elements (counted) are left out of the one-step gate, and the free-running reference goes on from the
@@ -215,7 +216,9 @@ def test_a_sign_decided_by_rounding_is_left_out_and_a_wrong_lion_still_fails_at_
 
 
 # (in CI pytorch-optimizer's: a third-party Lion at every dtype; rounding's signs left out at bfloat16: the test above)
-@pytest.mark.parametrize("library", [pytest.param("lion_pytorch", marks=pytest.mark.slow), "pytorch_optimizer"])
+@pytest.mark.parametrize("library", [pytest.param("lion_pytorch", marks=pytest.mark.slow),
+                                     pytest.param("pytorch_optimizer", marks=pytest.mark.slow)])  # (slow tier; CI
+# keeps test_cli's correct Lions and their mutants)
 def test_third_party_lions_at_every_dtype(library, tmp_path):
     """lion-pytorch passes suite=lion at float64, float32 and bfloat16 (its bfloat16 signs near 0 are rounding's:
     left out, counted); pytorch-optimizer's Lion steps right, and fails only the name_aware round-trip: its own
@@ -232,6 +235,7 @@ def test_third_party_lions_at_every_dtype(library, tmp_path):
         "float64", "float32", "bfloat16"}
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a spec's names, state, rejections and keys)
 def test_pytorch_optimizers_adan_against_the_reference_and_its_maximize_bug(tmp_path):
     """suite=adan through its adapter (no_prox renamed, the previous gradient's key mapped, a per-group step
     counter whose count the reference's bias corrections use): right, except under maximize, F39, declared for it
@@ -263,6 +267,7 @@ def test_pytorch_optimizers_lamb_in_its_documented_mode_and_its_default_step_bug
     assert "**conventions** {'bias_correction': False, 'trust_ratio_eps': True, 'clamp_value': 10.0}" in report
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a spec's names, state, rejections and keys)
 def test_schedulefree_in_train_mode_against_the_reference(tmp_path):
     """suite=schedule_free_adamw: the package's AdamWScheduleFree, put in train mode by the adapter (prepare:
     [train], without which it refuses to step), its per-group k, weight sum and lr_max counted over every step()
@@ -327,6 +332,7 @@ def test_a_rename_spreads_a_tuple_or_sets_one_position_and_the_reference_reads_t
         "momentum_dtype": torch.float64, "lr": 1}
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a spec's names, state, rejections and keys)
 def test_pytorch_optimizers_adafactor_through_its_adapter(tmp_path):
     """suite=hf_adafactor: pytorch-optimizer's AdaFactor (eps spread over eps1/eps2, beta1 a position of betas, its
     first moment at the parameters' dtype, its per-group step count the reference's group_step) passes parity at

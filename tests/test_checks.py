@@ -71,6 +71,7 @@ def test_an_optimizer_that_accepts_invalid_input_fails_the_error_inputs():
         assert raised is not None, e.desc
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the parity matrix's table: test_roundtrip's report matrix)
 def test_report_renders_the_parity_matrix(tmp_path):
     assert run_inline(["suite=adamax", "impl=[for-loop,foreach]", "dtype=[float64,bfloat16]", "steps=4",
                        "checks=[parity,cross]", "report.plots=true", f"out_dir={tmp_path}"]) == 0

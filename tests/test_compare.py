@@ -196,6 +196,7 @@ def test_usage_errors_are_one_line_exit_2(args, message, tmp_path, capsys, monke
     assert "invalid float value: 'x'" in err and err.count("\n") == 1, err
 
 
+@pytest.mark.slow  # (slow tier; CI keeps compare's comparisons, in-process)
 def test_command_as_a_user_runs_it(tmp_path, capsys):
     def optbench(*args):
         return subprocess.run([sys.executable, "-m", "optbench", "compare", *map(str, args)], cwd=REPO,

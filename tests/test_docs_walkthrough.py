@@ -5,6 +5,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from optbench.cli import main
 
 DOC = Path(__file__).parents[1] / "docs" / "candidates.md"
@@ -29,6 +31,7 @@ def test_the_first_command_on_a_class_of_ones_own(tmp_path, monkeypatch, capsys)
     assert "Candidate" in report and "MyAdamW" in report
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the page's first command)
 def test_the_candidate_spec_copied_from_the_page(tmp_path, monkeypatch):
     block = re.search(r"```yaml\n(# (\S+\.yaml) +optbench run (suite=\w+) candidate=\S+\n.*?)```", DOC.read_text(),
                       re.S)

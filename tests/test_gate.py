@@ -147,6 +147,7 @@ def test_outcome_rules():
         judge(Item(), [])
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the gate's mutant and control items)
 def test_a_candidate_that_ends_its_process_fails_its_item_and_the_gate_goes_on(tmp_path):
     """With a worker process (jobs=1), os._exit in a candidate's step fails that item; pytest does not exit 0."""
     spec = ("suite=sgd candidate=tests.candidates.ExitsSGD impl=[for-loop,candidate] checks=[parity,cross] "

@@ -90,7 +90,8 @@ class _PastDeadline(Section):
                                       "print('optbench: a case', flush=True)\ntime.sleep(60)"]
 
 
-@pytest.mark.parametrize("how", sorted(PAST_DEADLINE))
+@pytest.mark.parametrize("how", [pytest.param(h, marks=pytest.mark.slow) if h == "ignores" else h  # (slow tier:
+                                 for h in sorted(PAST_DEADLINE)])  # the kill after the grace; CI keeps the others)
 def test_a_section_past_its_deadline_is_incomplete_whatever_it_makes_of_the_signal(tmp_path, monkeypatch, how):
     """A section's run past its deadline: SIGTERM, SIGKILL where it lingers ``GRACE_S`` more, exit 4 (INCOMPLETE)
     whatever its process made of the signal, never a PASS, its log stamped with where the time went. How
@@ -130,6 +131,7 @@ def test_triton_kernels_compile_for_hopper_without_a_gpu():
             assert compiled.asm.get("cubin"), name
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the script's refusal, dry run and a findings section cut short)
 def test_the_findings_section_runs_each_cuda_findings_script(tmp_path, capsys):
     """Without a GPU every CUDA finding's script exits 2 (it cannot run): the section says so, and fails (exit 1),
     never reading a script that did not run as a finding that no longer reproduces."""

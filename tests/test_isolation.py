@@ -48,7 +48,8 @@ AT_IMPORT = {  # a candidate module that does this when imported, and the one li
 SGD_AT_THE_END = "import torch\n\nclass SGD(torch.optim.SGD):\n    pass\n"
 
 
-@pytest.mark.parametrize("what", sorted(AT_IMPORT))
+@pytest.mark.parametrize("what", [pytest.param(w, marks=pytest.mark.slow) if w == "hangs" else w  # (slow tier:
+                                  for w in sorted(AT_IMPORT)])  # a hang stopped at case_timeout_s; CI keeps the others)
 def test_a_candidate_that_exits_crashes_or_hangs_at_import_is_one_line_and_the_run_writes_nothing(tmp_path, what):
     code, message = AT_IMPORT[what]
     (tmp_path / f"{what}_at_import.py").write_text(code + SGD_AT_THE_END)
@@ -59,6 +60,7 @@ def test_a_candidate_that_exits_crashes_or_hangs_at_import_is_one_line_and_the_r
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate ending or hanging its worker, never imported by the run, resume)
 def test_optbench_run_refuses_a_candidate_that_exits_at_import_before_writing_anything(tmp_path, monkeypatch):
     """optbench.run, as the command, has the candidate imported and built in a planning worker first: a candidate
     that ends that process is a UsageError, and neither out_dir nor a case worker came to be."""
@@ -140,6 +142,7 @@ def test_what_a_candidate_starts_in_its_own_session_dies_with_its_case(tmp_path)
     assert pids and not [p for p in pids if alive(p)]
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate ending or hanging its worker, never imported by the run, resume)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl: Linux only")
 def test_workers_die_with_a_run_killed_by_sigkill(tmp_path):
     (tmp_path / "hangs.py").write_text(HANGS)
@@ -275,6 +278,7 @@ def uninterrupted(tmp_path_factory):
     return outs
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate ending or hanging its worker, never imported by the run, resume)
 def test_the_rows_are_the_same_whatever_the_number_of_workers(uninterrupted):
     """Two workers, each taking several units, and no worker at all (jobs=0) give the same rows."""
     two = verdict_rows(uninterrupted[2])
@@ -491,6 +495,7 @@ def test_a_declared_raise_matches_a_subclass_as_torch_compile_wraps_it():
     assert not f17.raised_by(ValueError("view")) and not Deviation(finding="F", reason="").raised_by(RuntimeError())
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate ending or hanging its worker, never imported by the run, resume)
 def test_sigterm_while_planning_says_so_and_is_never_a_pass(tmp_path):
     """Planning probes every implementation, which can take minutes (the adafactor suite's C++ kernel builds in an
     empty extensions folder); a SIGTERM then ended the process silently (no line, no results). Now: one line, results

@@ -292,6 +292,7 @@ cross.cross_error = lambda *args, **kwargs: 0.0  # every trajectory agrees with 
 """
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate attacking the judging)
 def test_a_candidate_that_forges_its_cross_agreement_in_its_worker_still_fails_it(tmp_path):
     """The cross case of a candidate is judged in the parent too: its side from its parity recording, torch's for-loop
     stepped there. A wrong SGD whose worker makes every trajectory agree still fails cross."""
@@ -334,6 +335,7 @@ def killed_after(tmp_path, args: list[str], cases: int):
     return out
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate attacking the judging)
 def test_a_resumed_run_judges_cross_from_the_parity_case_the_killed_run_finished(tmp_path):
     """Killed after the candidate's parity case of a group was recorded and before its cross case: the resumed
     run's worker records that parity case again as it rebuilds the group, and the judge compares its trajectory
@@ -377,6 +379,7 @@ class SGD(torch.optim.SGD):  # takes a negative lr as its magnitude: an input to
 """
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate attacking the judging)
 def test_a_candidate_that_passes_its_own_error_inputs_in_its_worker_is_judged_on_its_answers(tmp_path):
     """A candidate's error inputs are judged in the parent from the answers its worker recorded: one whose worker
     turns every failing input into a pass still fails the input it accepts."""
@@ -426,6 +429,7 @@ suite:
 """
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate attacking the judging)
 def test_the_judge_plans_the_for_loop_of_a_cross_case_as_the_run_did(tmp_path):
     """A set the suite runs on other implementations than the for-loop: the run plans no for-loop trajectory for it,
     so the candidate's cross case is a skip, judged in the parent as in one process (the judge does not step the

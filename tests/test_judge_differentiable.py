@@ -35,6 +35,7 @@ def test_a_candidate_that_breaks_the_oracle_in_its_worker_fails_its_derivatives(
     assert [v[5] for v in grad] == ["fail" if code else "pass"] * 2, grad
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate breaking the oracle of derivatives)
 def test_the_judges_derivatives_are_the_workers_for_an_honest_candidate(tmp_path):
     seen = {}
     for jobs in ("1", "0"):

@@ -20,7 +20,8 @@ def form_rows(out):
     return [r for r in rows if r["check"] == "forms" and r["metric"] != "run.case_s"]
 
 
-@pytest.mark.parametrize("jobs, code", [("1", 1), ("0", 0)])
+@pytest.mark.parametrize("jobs, code", [("1", 1), pytest.param("0", 0, marks=pytest.mark.slow)])  # (slow tier:
+# the contrast in one process; CI keeps the worker's case)
 def test_a_candidate_that_breaks_the_oracle_in_its_worker_fails_its_forms(tmp_path, jobs, code):
     """An SGD stepping with twice its lr, whose module makes the float64 reference do the same at import: judged in
     the parent every form fails; in one process (jobs=0) the broken oracle agrees with it."""
@@ -34,6 +35,7 @@ def test_a_candidate_that_breaks_the_oracle_in_its_worker_fails_its_forms(tmp_pa
     assert set(verdicts.values()) == ({"fail"} if code else {"pass"}), verdicts
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a candidate breaking the oracle of forms)
 def test_the_judges_forms_are_the_workers_for_an_honest_candidate(tmp_path):
     """Every form row, its comparison with the float twin among them, is the same judged in the parent (jobs=2: the
     forms of two dtypes judged as they come) as run in one process (jobs=0)."""

@@ -241,6 +241,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # (slow tier; CI keeps each refusal of the loader, in-process)
 def test_a_fused_step_never_sees_a_wrong_shaped_state_through_the_loader():
     """Each wrong shape in one child process (a wrong state reaching the fused kernel corrupts its heap): refused,
     naming the parameter and key, and the fresh optimizer steps on its own state."""

@@ -181,6 +181,7 @@ def test_speed_check_rows_roofline_and_overheads_and_a_slow_candidate_shows_it(t
     assert "% of roofline" in report and "Edge-case overheads" in report and "peak transient" in report
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the speed check's rows and roofline)
 def test_scaling_check_sweeps_sizes_and_counts_and_skips_what_does_not_fit(tmp_path):
     out = tmp_path / "scale"
     assert run_inline(["suite=adam", "dtype=float32", "impl=[for-loop,fused]", "checks=[scaling]", *FAST,

@@ -50,6 +50,7 @@ def optbench(site: Path, *args: str, cwd: Path, fresh: bool = False) -> subproce
                           timeout=600)
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a plugin's suite and adapter key through the command)
 def test_optbench_list_shows_each_plugin_and_where_it_came_from(site, tmp_path):
     proc = optbench(site, "list", cwd=tmp_path, fresh=True)
     assert proc.returncode == 0, proc.stderr
@@ -64,6 +65,7 @@ def test_optbench_list_shows_each_plugin_and_where_it_came_from(site, tmp_path):
     assert "broken = optbench_plugin_broken.checks (from optbench-plugin-broken 0.1.0): did not load" in out
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a plugin's suite and adapter key through the command)
 def test_a_plugins_suite_reference_and_check_run_and_a_wrong_optimizer_fails(site, tmp_path):
     """The plugin's suite runs against the plugin's reference, with the plugin's own check planned, run, reported
     and counted; a deliberately wrong Signum fails the same suite's parity."""

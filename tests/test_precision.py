@@ -69,6 +69,7 @@ def test_one_step_gate_catches_a_bf16_bias_correction_bug_the_trajectory_misses(
                "dtype=bfloat16", "checks=[parity]", "steps=10") == 0
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the one-step gate's bf16 mutant and a missed mutant's report)
 def test_forms_record_rejections_and_compare_with_the_float_run(tmp_path):
     code = run(tmp_path, "suite=sgd", "impl=[for-loop,foreach]", "dtype=float32", "checks=[forms]", "steps=12")
     out = rows(tmp_path)
@@ -98,6 +99,7 @@ def test_an_optimizer_that_ignores_its_scheduler_fails_the_schedule_forms(tmp_pa
     assert {"step_lr", "warmup_cosine"} <= failed and "float" not in failed
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the one-step gate's bf16 mutant and a missed mutant's report)
 def test_mutants_command_reports_per_dtype(tmp_path, capsys):
     code = main(["mutants", "--suite", "sgd", "--dtype", "float16", "--jobs", "1", "--out", str(tmp_path), "steps=10"])
     out = capsys.readouterr().out
@@ -125,6 +127,7 @@ def test_a_missed_mutant_is_reported_with_its_size_in_the_missed_dtypes_eps():
     assert "MISSED (size at float32, in bfloat16 eps: one-step 1 (tol 16), drift 1)" in text, text
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the one-step gate's bf16 mutant and a missed mutant's report)
 def test_mutants_command_mistakes_are_one_line(capsys, tmp_path, monkeypatch):
     assert main(["mutants", "--catalogue", "no.such.package"]) == 2
     assert main(["mutants", "--dtype", "float8"]) == 2

@@ -15,6 +15,7 @@ GATE = ("suite=sgd checks=[speed] dtype=float32 impl=[for-loop,foreach] speed.pa
         "speed.min_run_time=0.05 speed.probe_run_time=0.005 speed.edge_cases=[] jobs=0")
 
 
+@pytest.mark.slow  # (slow tier; CI keeps compare reading pytest-benchmark files)
 def test_gate_hands_each_timed_case_rounds_to_pytest_benchmark(tmp_path):
     out, bench = tmp_path / "out", tmp_path / "bench.json"
     # without PYTEST_XDIST_* (this test may run under xdist): pytest-benchmark disables itself under a worker

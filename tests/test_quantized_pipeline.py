@@ -35,8 +35,8 @@ RUN = ["run", "suite=adamw", "dtype=float32", "checks=[parity,cross,quantized]",
                              "quantized.codes_unexplained"}),
     # its counter says 0 after every step: the check counts the steps itself (a bias correction of the first step
     # each time is caught in the parameter; the moments, and so the codes, do not depend on it)
-    ("StuckStepAdamW8bit", {"quantized.param_max_err_eps"}),
-])
+    pytest.param("StuckStepAdamW8bit", {"quantized.param_max_err_eps"}, marks=pytest.mark.slow),  # (slow tier;
+])  # CI keeps the control and the mutant above)
 def test_an_8bit_adamw_is_judged_in_the_quantizers_units(tmp_path, cls, failing):
     code = 1 if failing else 0
     done = warm_command.run(*RUN, f"candidate={spec(tmp_path, cls)}", f"out_dir={tmp_path / 'out'}",
@@ -73,6 +73,7 @@ def test_moments_kept_in_tensors_carrying_codes_scale_and_map_are_read_through_t
     assert (", 0 beyond rounding" in codes) != bool(failing) and ("; 0 map entries differ" in codes) != bool(failing)
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the 8-bit AdamW control and its first mutant)
 def test_a_run_without_the_quantized_check_says_what_parity_leaves_out(tmp_path):
     done = warm_command.run(*[a for a in RUN if not a.startswith("checks=")], "checks=[parity]",
                             f"candidate={spec(tmp_path, 'NumpyAdamW8bit')}", f"out_dir={tmp_path / 'out'}", timeout=300)

@@ -48,6 +48,7 @@ def test_repeats_merge_into_one_case_every_round_kept_and_the_median_of_medians(
     assert merge([repeat(1.0, 1), error, repeat(1.0, 3)]) == error  # a repeat that errored is the outcome
 
 
+@pytest.mark.slow  # (slow tier; CI keeps merging and comparing repeats)
 def test_speed_repeats_run_in_fresh_workers_and_are_recorded_once(tmp_path):
     out = tmp_path / "run"
     assert main(["run", "suite=sgd", "dtype=float32", "impl=[for-loop,foreach]", "checks=[speed]", "jobs=1",

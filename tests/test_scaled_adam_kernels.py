@@ -57,7 +57,9 @@ def by_name(params: dict, opt) -> dict[str, dict]:
     return {n: states[p] for n, p in params.items() if p in states}
 
 
-@pytest.mark.parametrize("chunk_bytes", ["default", None, 1, 4096])
+@pytest.mark.parametrize("chunk_bytes", ["default", None, pytest.param(1, marks=pytest.mark.slow),
+                                         pytest.param(4096, marks=pytest.mark.slow)])  # (slow tier: the batched
+# path with its default chunk and unchunked, in CI)
 def test_per_tensor_and_batched_agree(chunk_bytes):
     """Same parameters and per-parameter state after 12 steps with clipping and size updates, through
     None grads, scalars, a zero-size param and two groups; whole buckets, one row at a time, or chunks."""

@@ -87,6 +87,7 @@ def test_joblib_sweep_exit_code_is_the_worst_jobs(tmp_path, monkeypatch):
     assert verdicts == {"candidate:optbench.mutants.sgd.CorrectSGD": "pass", f"candidate:{MUTANT}": "fail"}
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a sweep's worst exit and its merge)
 def test_a_job_that_crashes_loses_nothing_of_the_others(tmp_path, monkeypatch, capsys):
     """The basic launcher (jobs in turn, in this process) merges too, also when Hydra stops at a job that raised."""
     original = runner.SuiteRun.run
@@ -185,6 +186,7 @@ def test_combinations_number_jobs_as_hydra_does():
 
 @pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
                     reason="hydra-submitit-launcher is not installed (pip install 'optbench[sweep]')")
+@pytest.mark.slow  # (slow tier; CI keeps a sweep's worst exit and its merge)
 def test_submitit_local_sweep_merges_jobs_records_a_killed_one_and_exits_with_the_worst(tmp_path, monkeypatch):
     """The cluster path on one machine: hydra-submitit-launcher's submitit_local runs each job as a submitit job
     (the same code path as submitit_slurm but for the executor). The second job's candidate ends its process
@@ -222,6 +224,7 @@ def test_the_documented_slurm_launcher_config_composes(capsys):
     assert "partition: gpu" in out and "gpus_per_node: 1" in out
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a sweep's worst exit and its merge)
 def test_sigterm_stops_the_whole_sweep_not_only_its_job(tmp_path):
     """A sweep (basic launcher: jobs in this process) stopped by SIGTERM while its first job runs: that job is
     kept and marked, no later job starts, the sweep merges what there is and exits 143."""

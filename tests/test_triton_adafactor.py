@@ -138,6 +138,7 @@ def test_the_cached_table_follows_tensors_that_move(monkeypatch):
     assert column(dev.F_G) != w.grad.data_ptr() and (column(dev.F_SGB), column(dev.F_SGN)) == (30, 5)
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the Triton kernel's parity and mutants)
 def test_an_update_does_not_depend_on_the_grouping(tmp_path):
     """A tensor's tile comes from its own shape: stepped in one param group or one group per tensor, every parameter
     and state tensor is bit for bit the same (with tiles sized per group, the round-trip's regrouped and superset

@@ -102,6 +102,7 @@ def test_reference_decay_is_weight_decay_over_the_scaled_lr_and_never_mutates_in
 
 # --- unit_scaling.optim.Adam itself ---
 
+@pytest.mark.slow  # (slow tier; CI keeps u-muP's mutants and findings)
 def test_real_optimizer_passes_parity_at_every_dtype_and_the_error_inputs(uo, tmp_path):
     code = run(tmp_path, CANDIDATE, "checks=[parity,errors]", "steps=5")
     assert code == 0, [(r["hparams"], r["dtype"], r["detail"]) for r in rows(tmp_path)

@@ -127,6 +127,7 @@ def test_exit_codes_worst_first():
     assert worst([0, 3]) == 3 and worst([3, 1, 0]) == 1 and worst([1, 2, 3]) == 2 and worst([]) == 0
 
 
+@pytest.mark.slow  # (slow tier; CI keeps each verdict rule)
 def test_sweep_with_a_job_that_verified_nothing_exits_3(tmp_path, capsys):
     out = tmp_path / "sweep"
     code = main(["run", "-m", "suite=sgd", "checks=[parity]", "impl=[for-loop],[graphed]", "options={lr: 0.01}",
@@ -167,6 +168,7 @@ def test_gate_run_that_collects_no_item_fails():
     assert "sgd::nothing-to-verify" in proc.stdout and "no case to run" in proc.stdout, proc.stdout[-2000:]
 
 
+@pytest.mark.slow  # (slow tier; CI keeps each verdict rule)
 def test_gate_unsupported_hparam_set_skips_its_cross_item_not_fails(tmp_path):
     """parity leaves no trajectory for an hparam set the candidate does not take: cross says so, a skip."""
     proc = pytest_gate("--optbench", "suite=sgd candidate=tests.candidates.NoMaximizeSGD impl=[candidate,for-loop] "

@@ -3,9 +3,12 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests import warm_command
 
 
+@pytest.mark.slow  # (slow tier; CI: every command test runs through it)
 def test_a_forked_command_answers_as_a_new_interpreter_does(tmp_path):
     (tmp_path / "here.py").write_text("raise SystemExit('imported from the working directory')\n")
     args = ["run", "suite=sgd", "candidate=here.SGD", "jobs=0"]  # a candidate from the working directory

@@ -106,6 +106,7 @@ class SplitBetasLion(torch.optim.Optimizer):
                     m.lerp_(p.grad, 1 - group["beta2"])
 
 
+@pytest.mark.slow  # (slow tier; CI keeps watch's other cases)
 def test_a_third_party_class_gets_no_guessed_reference_and_names_its_own():
     from tests.byo.lion import Lion, LionWithoutDecoupledDecay
 

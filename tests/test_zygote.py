@@ -61,6 +61,7 @@ def answer(proc, request: dict) -> dict:
     return {}
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)
 def test_a_forked_worker_has_its_own_session_streams_and_the_environment_asked_for(tmp_path, monkeypatch):
     monkeypatch.setenv("OPTBENCH_TEST_MARK", "forked")
     monkeypatch.chdir(tmp_path)
@@ -79,6 +80,7 @@ def test_a_forked_worker_has_its_own_session_streams_and_the_environment_asked_f
         assert log.read().decode().split() == ["True", "forked", str(tmp_path), "True"]
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)
 def test_a_new_test_or_gate_item_reuses_the_zygote_and_its_worker_still_gets_the_environment_asked_for(
         tmp_path, monkeypatch):
     """pytest sets PYTEST_CURRENT_TEST anew for every test and gate item: a zygote chosen by it started for each
@@ -101,6 +103,7 @@ def test_a_new_test_or_gate_item_reuses_the_zygote_and_its_worker_still_gets_the
     assert len(used) == 1, zygote._ZYGOTES.keys()
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)
 def test_with_a_cuda_build_each_worker_is_a_fresh_interpreter_not_a_fork(tmp_path, monkeypatch):
     """CUDA cannot be used in a fork of a process that initialised it: a zygote whose torch is a CUDA build execs a
     new interpreter for each worker (same session, streams, directory and environment), so nothing of its own state
@@ -159,6 +162,7 @@ def test_each_worker_starts_pristine_whatever_the_one_before_did(tmp_path, monke
         assert SuiteRun(cfg, tmp_path / name, probe_machine=False).blueprint().entries
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)
 def test_workers_die_with_their_zygote_and_the_next_worker_gets_a_new_one():
     with tempfile.TemporaryFile() as log:
         first = start_worker(log)
@@ -174,6 +178,7 @@ def test_workers_die_with_their_zygote_and_the_next_worker_gets_a_new_one():
         assert not old.alive
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)
 def test_a_worker_killed_before_it_is_forked_is_killed_once_it_is():
     zygote._ZYGOTES.clear()  # a fresh zygote: still importing torch when the worker is killed
     with tempfile.TemporaryFile() as log:
@@ -234,6 +239,7 @@ with tempfile.TemporaryFile() as log:
 """
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)
 def test_the_commands_zygote_is_a_fork_of_it_holding_none_of_its_descriptors(tmp_path):
     """optbench's command forks its zygote from itself (torch imported once, not twice): the fork leads its own
     session, has /dev/null for streams, holds no descriptor of the command's (a pipe a caller reads to its end, a

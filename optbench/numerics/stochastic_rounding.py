@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from optbench.reference._stochastic_rounding import bfloat16_neighbours
 
@@ -44,6 +43,8 @@ class RoundingVerdict:
 def judge(values: np.ndarray, draws: np.ndarray, alpha: float = ALPHA, slack: float = SLACK,
           z_limit: float = Z_LIMIT) -> RoundingVerdict:
     """The verdict on ``draws`` (n_draws x values.shape) as stochastic roundings of ``values``."""
+    from scipy import stats  # (1.5 s to import: only where a rounding is judged)
+
     toward, away, p = (a.ravel() for a in bfloat16_neighbours(values))
     draws = np.asarray(draws, dtype=np.float64).reshape(-1, toward.size)
     n = draws.shape[0]
