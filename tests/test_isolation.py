@@ -92,6 +92,7 @@ def test_the_parent_never_imports_the_candidate_and_its_threads_never_hold_the_r
     assert meta["class"].endswith("threads_at_import.SGD"), meta  # described by the worker that planned it
 
 
+@pytest.mark.slow  # (slow tier; CI keeps the parent never importing the candidate, above)
 def test_a_run_with_workers_is_planned_in_one_and_its_parent_probes_nothing(tmp_path, monkeypatch, capsys):
     """Planning probes each implementation (TorchDynamo's import, a kernel's build), which the workers do again: the
     process that orchestrates a run with workers takes their plan instead of making its own."""

@@ -127,6 +127,7 @@ def test_with_a_cuda_build_each_worker_is_a_fresh_interpreter_not_a_fork(tmp_pat
         assert log.read().decode().split() == ["True", "fresh", str(tmp_path), "None", "-c"]
 
 
+@pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)
 def test_exit_codes_are_popens_and_a_killed_worker_takes_its_group(tmp_path):
     with tempfile.TemporaryFile() as log:
         proc = start_worker(log)

@@ -15,6 +15,7 @@ import torch
 from optbench.metrics import STATE_DTYPE
 from optbench.results import row
 from optbench.state.batched import per_parameter_state
+from optbench.state.subclasses import plain_state
 
 PYTHON_BITS = {"python float": 64, "python int": 64}
 
@@ -44,7 +45,7 @@ def kept_in(optimizer: torch.optim.Optimizer, stepped: dict[str, torch.Tensor],
         out[(name, "param")] = dtype_name(p)
         if model is not None and model is not stepped:
             out[(name, "model")] = dtype_name(model[name])
-        for key, value in states.get(p, {}).items():
+        for key, value in plain_state(states.get(p, {})).items():
             if (kind := dtype_name(value)) is not None:
                 out[(name, key)] = kind
     return out

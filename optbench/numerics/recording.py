@@ -18,13 +18,17 @@ from optbench.implementations import Implementation
 from optbench.numerics.caller_contract import Given
 from optbench.numerics.precision import kept_in
 from optbench.state.batched import per_parameter_state
+from optbench.state.subclasses import inner_tensors, plain_state
 from optbench.suite.schedules import torch_scheduler
 from optbench.suite.spec import HparamSet
 from optbench.workloads import Workload, reference_gradient
 
 
 def as_array(value) -> np.ndarray | None:
-    """A state value as float64 NumPy (tensors and Python numbers); None for anything else."""
+    """A state value as float64 NumPy (tensors and Python numbers); None for anything else (a tensor subclass that
+    wraps others included: ``plain_state`` reads those)."""
+    if inner_tensors(value) is not None:
+        return None
     if isinstance(value, torch.Tensor):  # a copy: .to() returns float64 CPU tensors themselves
         if value.is_sparse:
             value = value.to_dense()
@@ -61,12 +65,13 @@ def as_arrays(values: list) -> list[np.ndarray | None]:
 
 
 def snapshot(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[tuple[str, str], np.ndarray]:
-    """Every parameter and state tensor, keyed (fqn, "param" | state key), as float64 NumPy."""
+    """Every parameter and state tensor, keyed (fqn, "param" | state key), as float64 NumPy (a tensor subclass that
+    wraps others as those, ``key.attr``: ``optbench.state.subclasses``)."""
     keys, values, states = [], [], per_parameter_state(optimizer)
     for name, p in params.items():
         keys.append((name, "param"))
         values.append(p)
-        for key, value in states.get(p, {}).items():
+        for key, value in plain_state(states.get(p, {})).items():
             keys.append((name, key))
             values.append(value)
     return {key: array for key, array in zip(keys, as_arrays(values)) if array is not None}
@@ -77,7 +82,7 @@ def kinds(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> 
     out, states = {}, per_parameter_state(optimizer)
     for name, p in params.items():
         out[(name, "param")] = str(p.dtype).removeprefix("torch.")
-        for key, value in states.get(p, {}).items():
+        for key, value in plain_state(states.get(p, {})).items():
             if as_array(value) is not None:
                 out[(name, key)] = (str(value.dtype).removeprefix("torch.") if isinstance(value, torch.Tensor)
                                     else type(value).__name__)

@@ -3,9 +3,11 @@
 The containers a state_dict is made of (dicts, lists, tuples) are rebuilt, plain strided tensors get new storage,
 and tensors that shared a storage in the original share one new storage in the copy, at the same offsets and
 strides (as ``Tensor.__deepcopy__`` keeps them). Immutable leaves (numbers, strings, None) are the same objects;
-anything else (a tensor subclass, a sparse tensor, an object a library keeps in its state) is ``copy.deepcopy``'d,
-and a tensor subclass that cannot be (torchao's quantized state implements no ``clone``, which deepcopy needs) is
-saved and loaded back in memory, as a checkpoint carries it (``torch.save``, then ``torch.load(weights_only=True)``).
+a tensor subclass that wraps others (torchao's quantized state) is rebuilt around copies of its inner tensors by
+torch's protocol for such subclasses (``__tensor_flatten__`` / ``__tensor_unflatten__``); anything else (another
+tensor subclass, a sparse tensor, an object a library keeps in its state) is ``copy.deepcopy``'d, and a tensor
+subclass that cannot be is saved and loaded back in memory, as a checkpoint carries it (``torch.save``, then
+``torch.load(weights_only=True)``).
 """
 
 from __future__ import annotations
@@ -35,12 +37,25 @@ def _copy(value, storages: dict):
         return tuple(_copy(v, storages) for v in value)
     if kind in _IMMUTABLE:
         return value
+    if isinstance(value, torch.Tensor) and kind is not torch.Tensor and hasattr(value, "__tensor_unflatten__"):
+        try:
+            return _rewrapped(value, storages)
+        except Exception:  # a library's protocol that does not round-trip: the ways below
+            pass
     try:
         return copy.deepcopy(value)
     except (NotImplementedError, RuntimeError):
         if not isinstance(value, torch.Tensor) or kind is torch.Tensor:
             raise
         return _through_a_checkpoint(value)
+
+
+def _rewrapped(value: torch.Tensor, storages: dict) -> torch.Tensor:
+    """A tensor subclass that wraps others, rebuilt by torch's protocol for such subclasses around copies of its
+    inner tensors (torchao's quantized state: its codes, scales and map)."""
+    names, context = value.__tensor_flatten__()
+    inner = {name: _copy(getattr(value, name), storages) for name in names}
+    return type(value).__tensor_unflatten__(inner, copy.deepcopy(context), value.shape, value.stride())
 
 
 def _through_a_checkpoint(value: torch.Tensor) -> torch.Tensor:
