@@ -225,6 +225,9 @@ class QuantizedCheck:
             # a declaration's tensor glob: the parameter row judges "param", the absmax and codes rows the moments
             judged = ("param",) if metric == QUANTIZED_PARAM_ERR_EPS else tuple(q["moments"])
             covering = next((d for d in declared_ if any(fnmatch.fnmatchcase(t, d.tensor) for t in judged)), None)
+            if covering is not None and covering.max_err_eps is not None and value > covering.max_err_eps:
+                covering, detail = None, (f"{detail}; beyond {covering.finding}'s declared bound of "
+                                          f"{covering.max_err_eps:g} eps, so not the known deviation")
             status = declared_status("pass" if ok else "fail", covering)
             rows.append(row(case.labels, check=self.name, metric=metric, value=value, status=status, detail=detail,
                             step=len(taken), finding=covering.finding if covering and status != "pass" else ""))

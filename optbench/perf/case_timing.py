@@ -42,15 +42,18 @@ from optbench.perf.roofline import step_cost
 from optbench.perf.timing import STALL_IQRS, Timing, measure
 from optbench.results import row
 from optbench.state.batched import per_parameter_state
+from optbench.state.subclasses import plain_state
 from optbench.suite.spec import DTYPES, Suite
 from optbench.workloads import speed as speed_workloads
 
 
 def state_bytes(optimizer: torch.optim.Optimizer, params: dict[str, torch.Tensor]) -> dict[str, int]:
-    """Bytes of optimizer state per FQN (tensors only; Python scalars count as nothing)."""
+    """Bytes of optimizer state per FQN (tensors only; Python scalars count as nothing; a tensor subclass that wraps
+    others, torchao's quantized state, as the bytes of its inner tensors: codes, scales and map)."""
     states = per_parameter_state(optimizer)  # a batched optimizer's stacks, row by row
     return {
-        name: sum(v.numel() * v.element_size() for v in states.get(p, {}).values() if isinstance(v, torch.Tensor))
+        name: sum(v.numel() * v.element_size() for v in plain_state(states.get(p, {})).values()
+                  if isinstance(v, torch.Tensor))
         for name, p in params.items()
     }
 
