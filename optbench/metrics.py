@@ -34,6 +34,7 @@ QUANTIZED_ABSMAX_ERR_EPS = "quantized.absmax_max_err_eps"  # a block's new absma
 QUANTIZED_CODES_UNEXPLAINED = "quantized.codes_unexplained"  # new codes no rounding explains, and map entries off
 QUANTIZED_PRICE = "quantized.price"  # free-running parameters' distance from the full-precision reference, per update
 QUANTIZED_PRICE_STEP = "quantized.price_step"  # the price after each step (the plot of the price per step)
+QUANTIZED_RAISES = "quantized.raises"  # a quantized case a declared deviation says raises: whether it still does
 QUANTIZED_SPREAD = "quantized.spread"  # ... from the quantized reference run on its own codes
 
 DEVIATION_MAX_ERR_EPS = "deviation.max_err_eps"  # a declared deviation's observed size, in eps

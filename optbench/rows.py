@@ -86,6 +86,15 @@ def bounded(text: str, limit: int = TEXT_LIMIT) -> str:
     return f"{head} [... {len(text) - len(head) - len(tail)} characters cut ...] {tail}"
 
 
+def first_words(message: str) -> str:
+    """An exception's message as a row names it: its first line, and the next non-empty one where the first only
+    introduces it (ends with a colon: TorchInductor's "backend='inductor' raised:")."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
 def row(labels: dict, *, check: str, metric: str, value: float, status: str = "info", unit: str = "",
         detail: str = "", fqn: str = "", tensor: str = "", step: int | None = None, gate: str = "",
         finding: str = "") -> dict:

@@ -34,12 +34,14 @@ from optbench.metrics import (
     QUANTIZED_CODES_UNEXPLAINED,
     QUANTIZED_PARAM_ERR_EPS,
     QUANTIZED_PRICE_STEP,
+    QUANTIZED_RAISES,
 )
 from optbench.numerics.recording import as_array, set_gradients
 from optbench.numerics.recording_file import save_answers
 from optbench.reference._blockwise_8bit_step import STEPS, code_disagreements
 from optbench.report.tables import CASE, num
 from optbench.results import row
+from optbench.rows import first_words
 from optbench.suite.spec import DTYPES, Suite
 from optbench.workloads import reference_gradient
 
@@ -149,9 +151,21 @@ class QuantizedCheck:
             stepper.step()
             return {n: {"param": as_array(p), "state": as_arrays(read(case.impl.spec, stepper.optimizer.state.get(
                 p, {})) or {})} for n, p in params.items()}
+        raising = [d for d in case.suite.deviations_for(case.impl, case.dtype, case.hset.name, check=self.name)
+                   if d.whole_case]
         try:
             taken = [tape.take(f"step {i + 1}", lambda i=i: step(i), decode=lambda d: _taken_in(d, workload))
                      for i in range(workload.steps)]
+        except Exception as exc:
+            known = next((d for d in raising if d.raised_by(exc)), None)
+            if ctx.recording_to is None and known is None:
+                raise
+            if ctx.recording_to is None:  # the declared raise (the worker recorded it: the judge replays it here)
+                return Outcome([row(case.labels, check=self.name, metric=QUANTIZED_RAISES, value=1, status="xfail",
+                                    finding=known.finding, detail=f"raises {type(exc).__name__}, as declared: "
+                                                                  f"{first_words(str(exc))}")],
+                               f"  XFAIL quantized {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<20} raises "
+                               f"{type(exc).__name__} ({known.finding})")
         finally:
             if ctx.recording_to is not None:
                 save_answers(tape.entries, ctx.recording_to)
@@ -161,7 +175,12 @@ class QuantizedCheck:
             tape.finished()
         defaults = judging.defaults if judging is not None else case.suite.defaults(case.impl.optimizer_class,
                                                                                    case.impl.spec)
-        return self._judged(case, ctx, workload, taken, defaults)
+        outcome = self._judged(case, ctx, workload, taken, defaults)
+        if raising:  # declared to raise and did not: the departure is gone (or not this case's)
+            outcome.rows.append(row(case.labels, check=self.name, metric=QUANTIZED_RAISES, value=0, status="xpass",
+                                    finding=raising[0].finding, detail=f"declared to raise {raising[0].raises}; "
+                                                                       "stepped every step"))
+        return outcome
 
     def _judged(self, case: Case, ctx: RunContext, workload, taken: list[dict], defaults: dict) -> Outcome:
         q = declared(case.impl.spec)

@@ -25,7 +25,7 @@ from optbench.checks.registry import REGISTRATIONS, judged_by
 from optbench.metrics import CASE_ERROR, RUN_CASE_S
 from optbench.reference import ContractError
 from optbench.results import row
-from optbench.rows import bounded
+from optbench.rows import bounded, first_words
 
 
 def quiet_torch() -> None:
@@ -119,7 +119,7 @@ class Executor:
             rows, line = outcome.rows, outcome.line
         except (Exception, SystemExit) as exc:  # a crashing implementation is a finding, not a harness failure
             where = traceback.extract_tb(exc.__traceback__)[-1]
-            message = bounded(str(exc).splitlines()[0]) if str(exc) else ""
+            message = bounded(first_words(str(exc)))
             detail = (f"{check.name}: {message}" if isinstance(exc, ContractError)  # names its module: no location
                       else f"{check.name}: {type(exc).__name__}: {message} "
                            f"({Path(where.filename).name}:{where.lineno})")
