@@ -31,17 +31,15 @@ quantized:
 """
 
 MUTANTS = {  # a module defining AdamW8bit wrong in one way -> the metric that must fail
-    "steps with another beta2": ("""
-class AdamW8bit(torchao.optim.AdamW8bit):
+    "steps with 1.1 times its lr": ("""
+class AdamW8bit(torchao.optim.AdamW8bit):  # torchao holds lr as a tensor in its groups
     def step(self, closure=None):
-        kept = [g["betas"] for g in self.param_groups]
         for g in self.param_groups:
-            g["betas"] = (g["betas"][0], 0.99)
-        try:
-            return super().step(closure)
-        finally:
-            for g, b in zip(self.param_groups, kept):
-                g["betas"] = b
+            g["lr"].mul_(1.1)
+        out = super().step(closure)
+        for g in self.param_groups:
+            g["lr"].div_(1.1)
+        return out
 """, "quantized.param_max_err_eps"),
     "rounds the first moment's codes down": ("""
 class AdamW8bit(torchao.optim.AdamW8bit):
