@@ -51,6 +51,30 @@ def test_roofline_state_passes_match_the_state_torch_keeps(name):
         assert cost.bytes == (3 + 2 * full) * p.numel() * 4, (name, tuple(p.shape))
 
 
+def test_roofline_counts_a_quantized_candidates_state_at_what_it_keeps():
+    """An 8-bit optimizer's state passes at a code byte and a float32 scale per block where it quantizes (the spec's
+    ``quantized`` block: at least ``min_size`` elements), the parameter's own size elsewhere; its parameter and
+    gradient passes unchanged; a declared (suite) model too."""
+    from types import SimpleNamespace
+
+    from optbench.adapters.quantized import parse
+    from optbench.perf.case_timing import quantized_state_bytes
+
+    opt = stepped(torch.optim.AdamW, [(64, 64), (32,)])
+    spec = SimpleNamespace(extra={"quantized": parse({"scheme": "blockwise_8bit", "blocksize": 256, "min_size": 4096,
+                                                      "moments": {"exp_avg": ["a", "b", "c"]}}, "spec")})
+    case = SimpleNamespace(impl=SimpleNamespace(spec=spec, is_candidate=True))
+    cost = roofline.step_cost("AdamW", opt.param_groups, state_bytes=quantized_state_bytes(case))
+    assert cost.bytes == 3 * 4096 * 4 + 4 * 4096 * (1 + 4 / 256) + 7 * 32 * 4  # the vector keeps float32 state
+    assert cost.working_set == 2 * 4096 * 4 + 2 * 4096 * (1 + 4 / 256) + 4 * 32 * 4
+    lion = roofline.step_cost("Lion8bit", opt.param_groups, {"streams": 5, "flops_per_param": 0},
+                              quantized_state_bytes(case))
+    assert lion.bytes == 3 * 4096 * 4 + 2 * 4096 * (1 + 4 / 256) + 5 * 32 * 4
+    plain = SimpleNamespace(impl=SimpleNamespace(spec=None, is_candidate=False))
+    assert quantized_state_bytes(plain) is None
+    assert roofline.step_cost("AdamW", opt.param_groups).bytes == 7 * (4096 + 32) * 4
+
+
 def test_roofline_adafactor_reads_the_gradient_twice_and_counts_its_factors():
     opt = stepped(torch.optim.Adafactor, [(64, 32)])
     assert roofline.step_cost("Adafactor", opt.param_groups).bytes == (4 * 64 * 32 + 2 * (64 + 32)) * 4

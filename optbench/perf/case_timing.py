@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from optbench.adapters.quantized import declared, quantizes
 from optbench.cases import Case, RunContext
 from optbench.implementations.candidate import first_buildable
 from optbench.metrics import (
@@ -99,10 +100,20 @@ class Prepared:
         return self.cost.working_set if self.cost is not None and self.cost.params else None
 
 
+def quantized_state_bytes(case: Case):
+    """For a candidate whose spec declares quantized state, the bytes per element of a parameter's state arrays the
+    roofline counts (a code byte and a float32 scale per block where it quantizes, the parameter's own size
+    elsewhere); None otherwise."""
+    spec = case.impl.spec if case.impl is not None and case.impl.is_candidate else None
+    if (q := declared(spec)) is None:
+        return None
+    return lambda p: 1 + 4 / q["blocksize"] if quantizes(spec, p.numel()) else p.element_size()
+
+
 def prepare(case: Case, ctx: RunContext) -> Prepared:
     stepper, params, step, first_s = stepped_once(case, ctx)
     optimizer = case.suite.optimizer or type(stepper.optimizer).__name__
-    cost = step_cost(optimizer, stepper.optimizer.param_groups, case.suite.roofline)
+    cost = step_cost(optimizer, stepper.optimizer.param_groups, case.suite.roofline, quantized_state_bytes(case))
     stepped = sum(p.numel() for p in params.values() if p.grad is not None)
     return Prepared(stepper, params, step, first_s, cost, stepped)
 

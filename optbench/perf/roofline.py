@@ -27,7 +27,10 @@ Muon (2-D)                                 20       + momentum_buffer r/w; plus 
 ========================================  =======  ==========================================
 
 The roofline time is ``max(bytes / bandwidth, flops / matmul rate)`` with both ceilings measured in
-the same run (``optbench.perf.ceilings``). A suite for an optimizer not in this table declares its own
+the same run (``optbench.perf.ceilings``). A candidate whose spec declares quantized state (``quantized:``) has
+its state passes counted at what it keeps: a code byte and a float32 scale per block for each element of a
+parameter it quantizes (an 8-bit AdamW at float32: 12 + 4 x 1.016 = 16.1 B/param, not 28). A suite for an
+optimizer not in this table declares its own
 (``roofline: {streams: 5}`` for Lion: p r/w, g r, exp_avg r/w; ``optbench.suite.keys.declared_cost``).
 LBFGS (a closure, line search and history) and SparseAdam (work in proportion to the gradient's nonzeros) have
 no model: their rows carry no % of roofline.
@@ -35,6 +38,7 @@ no model: their rows carry no % of roofline.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -82,12 +86,15 @@ def _newton_schulz_flops(p: torch.Tensor, ns_steps: int) -> int:
     return ns_steps * (4 * a * a * b + 2 * a ** 3)
 
 
-def step_cost(optimizer: str, param_groups: list[dict], declared: dict | None = None) -> StepCost | None:
+def step_cost(optimizer: str, param_groups: list[dict], declared: dict | None = None,
+              state_bytes: Callable[[torch.Tensor], float] | None = None) -> StepCost | None:
     """The model for ``optimizer`` (a torch.optim class name), or the one a suite ``declared``
     (``optbench.suite.keys.declared_cost``), over its param groups' parameters that have a gradient; None for
-    optimizers without a model."""
+    optimizers without a model. ``state_bytes``: the bytes per element of a parameter's state arrays where they are
+    not the parameter's own (an 8-bit optimizer's codes and per-block scales); the parameter and its gradient keep
+    theirs."""
     if declared:
-        return _declared_step_cost(declared, param_groups)
+        return _declared_step_cost(declared, param_groups, state_bytes)
     if optimizer not in STREAMS:
         return None
     moved = flops = working = params = 0
@@ -96,26 +103,30 @@ def step_cost(optimizer: str, param_groups: list[dict], declared: dict | None = 
             if p.grad is None or p.grad.is_sparse:
                 continue
             size = p.element_size()
+            state_size = state_bytes(p) if state_bytes is not None else size
             streams = _streams(optimizer, group, p)
             extra = 2 * _factor_elements(p) if optimizer == "Adafactor" and p.dim() >= 2 else 0
-            moved += (streams * p.numel() + extra) * size
+            moved += (3 * p.numel() + extra) * size + (streams - 3) * p.numel() * state_size
             state_arrays = (streams - 3) // 2 if optimizer != "Adafactor" or p.dim() < 2 else 0
-            working += ((2 + state_arrays) * p.numel() + extra // 2) * size
+            working += (2 * p.numel() + extra // 2) * size + state_arrays * p.numel() * state_size
             params += p.numel()
             if optimizer == "Muon":
                 flops += _newton_schulz_flops(p, int(group.get("ns_steps", 5)))
     return StepCost(moved, flops, working, params)
 
 
-def _declared_step_cost(declared: dict, param_groups: list[dict]) -> StepCost:
+def _declared_step_cost(declared: dict, param_groups: list[dict],
+                        state_bytes: Callable[[torch.Tensor], float] | None) -> StepCost:
     moved = flops = working = params = 0
     streams = declared["streams"]
     for group in param_groups:
         for p in group["params"]:
             if p.grad is None or p.grad.is_sparse:
                 continue
-            moved += streams * p.numel() * p.element_size()
-            working += (2 + (streams - 3) // 2) * p.numel() * p.element_size()
+            size = p.element_size()
+            state_size = state_bytes(p) if state_bytes is not None else size
+            moved += 3 * p.numel() * size + (streams - 3) * p.numel() * state_size
+            working += 2 * p.numel() * size + (streams - 3) // 2 * p.numel() * state_size
             flops += int(declared["flops_per_param"] * p.numel())
             params += p.numel()
     return StepCost(moved, flops, working, params)
