@@ -274,6 +274,33 @@ def test_a_subclass_layout_reads_attributes_and_its_rules_are_checked():
             parse({"scheme": "blockwise_8bit", "moments": moments, **bad}, "spec")
 
 
+def adamw_declaring(tmp_path, deviations: list[dict]) -> None:
+    """tmp_path/conf/suite/adamw.yaml: the adamw suite with only ``deviations`` declared (``--config-dir``)."""
+    from omegaconf import OmegaConf
+
+    suite = OmegaConf.load(Path(__file__).resolve().parents[1] / "suites" / "suite" / "adamw.yaml")
+    suite.deviations = deviations
+    (tmp_path / "conf" / "suite").mkdir(parents=True)
+    OmegaConf.save(suite, tmp_path / "conf" / "suite" / "adamw.yaml")
+
+
+@pytest.mark.parametrize("bound, status", [(1.0, "fail"), pytest.param(1e12, "xfail", marks=pytest.mark.slow)])
+def test_a_declared_departure_of_the_quantized_parameter_covers_it_only_within_its_bound(tmp_path, bound, status):
+    """A declaration for the quantized check's parameter (torchao's F73) with ``max_err_eps``: past the bound the
+    departure is not the known one and fails, naming the bound; within it, an xfail (slow tier: CI keeps the bound's
+    side)."""
+    adamw_declaring(tmp_path, [{"finding": "F73", "impl": "candidate:*WrongBeta2AdamW8bit", "check": "quantized",
+                                "tensor": "param", "max_err_eps": bound, "reason": "a test's"}])
+    done = warm_command.run("run", "--config-dir", str(tmp_path / "conf"), "suite=adamw", "dtype=float32",
+                            "checks=[quantized]", "impl=[candidate]", "hparams=[default]", "steps=3",
+                            "history_dir=null", "jobs=0", f"candidate={spec(tmp_path, 'WrongBeta2AdamW8bit')}",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # its codes and absmax fail regardless
+    got = next(r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+               if r["metric"] == "quantized.param_max_err_eps")
+    assert got["status"] == status and (("declared bound of 1 eps" in got["detail"]) == (status == "fail")), got
+
+
 RAISING = """
 from optbench.mutants.blockwise_8bit import NumpyAdamW8bitSubclassState
 
@@ -297,19 +324,15 @@ def test_a_quantized_case_declared_to_raise_is_an_xfail_only_while_it_raises_tha
     """A library's step that raises on one hparam set (torchao's AdamW8bit at beta1 <= 0.5: F75) is declared with
     ``raises:`` for the quantized check: judged in the parent from the worker's recording, the raise is an xfail
     naming the finding; undeclared it is an error row, and a declared raise that no longer happens an xpass."""
-    from omegaconf import OmegaConf
-
     from optbench.engine.mutants import spec_file
     from optbench.mutants import SPECS
 
     (tmp_path / "raising8bit.py").write_text(f"RAISES = {raises}\n" + RAISING)
     candidate = spec_file(tmp_path, "raising8bit.Raising8bit",
                           copy.deepcopy(SPECS["blockwise_8bit.NumpyAdamW8bitSubclassState"]))
-    suite = OmegaConf.load(Path(__file__).resolve().parents[1] / "suites" / "suite" / "adamw.yaml")
-    suite.deviations = [{"finding": "F75", "impl": "candidate:raising8bit.*", "check": "quantized",
-                         "hparams": "default", "raises": "QuantizerGaveUp", "reason": "a test's"}] if declared else []
-    (tmp_path / "conf" / "suite").mkdir(parents=True)
-    OmegaConf.save(suite, tmp_path / "conf" / "suite" / "adamw.yaml")
+    adamw_declaring(tmp_path, [{"finding": "F75", "impl": "candidate:raising8bit.*", "check": "quantized",
+                                "hparams": "default", "raises": "QuantizerGaveUp", "reason": "a test's"}]
+                    if declared else [])
     done = warm_command.run("run", "--config-dir", str(tmp_path / "conf"), "suite=adamw", "dtype=float32",
                             "checks=[quantized]", "impl=[candidate]", "hparams=[default]", "steps=3",
                             "history_dir=null", "jobs=1", f"candidate={candidate}", f"out_dir={tmp_path / 'out'}",

@@ -10,7 +10,7 @@ from optbench.engine.mutants import detecting
 from optbench.journal import JOURNAL, Journal, read
 from optbench.metrics import PARITY_MAX_ERR_EPS, PARITY_ONE_STEP_MAX_ERR_EPS, PARITY_TOL_EPS
 from optbench.results import COLUMNS, SCHEMA_VERSION, Results, load_results, row
-from optbench.rows import FAILING, NO_VERDICT, PASSING, STATUSES, VERIFIED, Row
+from optbench.rows import FAILING, NO_VERDICT, PASSING, STATUSES, VERIFIED, Row, first_words
 
 LABELS = {"suite": "adamw", "optimizer": "AdamW", "impl": "candidate:X", "dtype": "float32", "hparams": "default",
           "device": "cpu", "workload": ""}
@@ -116,3 +116,12 @@ def test_an_edited_results_file_is_refused_unless_trusted(tmp_path, capsys):
         assert err == (f"optbench: error: {path}: its content does not match the digest it was written with "
                        "(edited after the run?): --trust-edited reads it anyway\n")
     assert main(["report", str(path), "--trust-edited"]) == 0
+
+
+def test_a_message_that_only_introduces_its_cause_is_named_with_it():
+    """A row names an exception by its first line, and by the next where the first ends in a colon (TorchInductor's
+    "backend='inductor' raised:" says nothing of what failed)."""
+    inductor = "backend='inductor' raised:\nValueError: Cannot view a tensor\n\nSet TORCH_LOGS=+dynamo"
+    assert first_words(inductor) == "backend='inductor' raised: ValueError: Cannot view a tensor"
+    assert first_words("Invalid weight_decay value: -1.0\nmore") == "Invalid weight_decay value: -1.0"
+    assert first_words("\n  only line  \n") == "only line" and first_words("") == "" and first_words("ends:") == "ends:"

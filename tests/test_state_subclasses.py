@@ -8,6 +8,7 @@ import torch
 
 from optbench.numerics.precision import kept_in
 from optbench.numerics.recording import as_array, kinds, snapshot
+from optbench.perf.case_timing import state_bytes
 from optbench.state.copies import fresh_copy
 from optbench.state.formats import same_value
 from optbench.state.subclasses import inner_tensors, plain_state
@@ -77,6 +78,7 @@ def test_a_recording_holds_the_codes_and_scales_and_their_dtypes():
     assert kinds(optimizer, {"w": p})[("w", "exp_avg.codes")] == "uint8"
     assert kept_in(optimizer, {"w": p})[("w", "exp_avg.scale")] == "float32"
     assert as_array(codes()) is None  # never its shown float32 through an operation it may not implement
+    assert state_bytes(optimizer, {"w": p}) == {"w": 4 + 4 * 1 + 1 * 4}  # step, codes, scale: not 4 shown float32s
     again = fresh_copy(optimizer.state[p])  # rebuilt by the protocol (deepcopy would need the clone it lacks)
     assert type(again["exp_avg"]) is Codes and same_value(again["exp_avg"], optimizer.state[p]["exp_avg"])
     assert again["exp_avg"].codes.data_ptr() != optimizer.state[p]["exp_avg"].codes.data_ptr()

@@ -21,6 +21,7 @@ from optbench.numerics.recording_file import Raised, save_raised
 from optbench.numerics.trajectory import run_trajectory
 from optbench.report import tables
 from optbench.results import row
+from optbench.rows import first_words
 from optbench.suite.spec import DTYPES, PARAM_FILTERS, Deviation, Suite
 from optbench.workloads import build
 from optbench.workloads.complex import complexify
@@ -158,7 +159,7 @@ class DeviationsCheck:
                 return awaiting_judge(case.labels, "deviation")
             raised = True
             status = "xfail" if d.raised_by(exc) and covered else "fail"
-            message = str(exc).splitlines()[0] if str(exc) else ""
+            message = first_words(str(exc))
             seen = f"{'still raises' if status == 'xfail' else 'raises'} {type(exc).__name__}: {message}"
         labels = case.labels | {"hparams": case.hset.name}
         whose = (f"declared for {d.impl} only" if d.covers(case.impl)

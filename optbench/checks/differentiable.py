@@ -37,6 +37,7 @@ from optbench.numerics.recording_file import save_answers
 from optbench.reference.contract import kind_of
 from optbench.report.tables import CASE, num
 from optbench.results import FAILING, row
+from optbench.rows import first_words
 from optbench.suite.spec import Suite
 from optbench.usage import UsageError
 
@@ -270,4 +271,4 @@ class DifferentiableCheck:
 
 def _first(exc: Exception) -> str:
     """The exception's first line, without autograd's hint."""
-    return str(exc).splitlines()[0].split(" Hint:")[0] if str(exc) else ""
+    return first_words(str(exc)).split(" Hint:")[0]

@@ -41,6 +41,7 @@ from optbench.metrics import ERRORS_REJECTED
 from optbench.numerics.recording_file import save_answers
 from optbench.report import tables
 from optbench.results import row
+from optbench.rows import first_words
 from optbench.suite.spec import ErrorInput, Suite
 
 # What torch.optim.Optimizer itself enforces, for any subclass.
@@ -164,7 +165,7 @@ def judge(case: Case, e: ErrorInput, asking: Answering | None = None, foreign: b
     if foreign and isinstance(raised, NotImplementedError) and not issubclass(expected, NotImplementedError):
         # it implements no such configuration (bitsandbytes' SGD without momentum): on the first set it builds, the
         # input is judged if still invalid there; valid there, it needed a value the class does not implement
-        why = f"NotImplementedError at {where}: {str(raised).splitlines()[0] if str(raised) else ''}"
+        why = f"NotImplementedError at {where}: {first_words(str(raised))}"
         usable = asking.buildable(impl, suite)
         again = asking.attempt(impl.optimizer_class, e, suite.error_param_meta,
                                *_routed(names, {**usable, **impl.spelled(e.options)}, grouped)) \
@@ -173,7 +174,7 @@ def judge(case: Case, e: ErrorInput, asking: Answering | None = None, foreign: b
             return "unsupported", f"it does not implement this configuration: {why}", ""
         raised, where = again
     rejecting = (e.raises, *impl.spec.rejects) if foreign and impl.spec else (e.raises,)
-    message = str(raised).splitlines()[0] if raised is not None and str(raised) else ""
+    message = first_words(str(raised)) if raised is not None else ""
     if raised is None:
         status, detail = "fail", f"accepted: expected {e.raises} matching {e.match!r} at {e.at}"
     elif raised_as(raised, (e.raises,)) and re.search(e.match, str(raised)):

@@ -40,6 +40,7 @@ from optbench.numerics.recording_file import Raised, save_raised
 from optbench.numerics.trajectory import run_trajectory
 from optbench.report import tables
 from optbench.results import DECLARED, row
+from optbench.rows import first_words
 from optbench.suite.spec import DTYPES, Suite
 
 
@@ -194,7 +195,7 @@ class ParityCheck:
                 raise
             if ctx.recording_to is not None:  # for the judge, which matches it against the declaration again
                 save_raised(exc, ctx.recording_to)
-            seen = f"still raises {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            seen = f"still raises {type(exc).__name__}: {first_words(str(exc))}"
             return Outcome([row(labels, check="deviation", metric=DEVIATION_OBSERVED, value=1, status="xfail",
                                 detail=f"{declared.finding}: {declared.reason} Observed: {seen}",
                                 finding=declared.finding),

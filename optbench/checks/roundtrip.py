@@ -28,6 +28,7 @@ from optbench.metrics import CASE_UNSUPPORTED, positional_metric, roundtrip_metr
 from optbench.numerics.recording_file import RecordingError, save_answers
 from optbench.report import roundtrip as roundtrip_tables
 from optbench.results import DECLARED, row
+from optbench.rows import first_words
 from optbench.state.positional import POSITIONAL
 from optbench.state.scenarios import BY_NAME, SCENARIOS
 from optbench.suite.spec import DTYPES, HparamSet, Suite
@@ -54,7 +55,7 @@ def _named_refusal(case: Case, workload: Workload) -> str:
     try:
         case.hset.build(replace(case.impl, named=True), params)
     except Exception as exc:
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return f"{type(exc).__name__}: {first_words(str(exc))}"
     return ""
 
 
@@ -205,7 +206,7 @@ class RoundTripCheck:
                     raise
                 except Exception as exc:
                     status, detail, verdict, vdetail = (
-                        "error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", "", "")
+                        "error", f"{type(exc).__name__}: {first_words(str(exc))[:200]}", "", "")
             dev = [d for d in declared if d.matches_scenario(scenario.name)]
             if dev and status in ("pass", "fail", "error"):  # a scenario may be declared to raise (torch's load)
                 status = declared_status(status, dev[0], errors=True)

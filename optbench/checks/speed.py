@@ -26,6 +26,7 @@ from optbench.perf.case_timing import runnable_cases, setting_names, timing_rows
 from optbench.perf.timed_set import TimedSet
 from optbench.report import performance
 from optbench.results import row
+from optbench.rows import first_words
 from optbench.suite.spec import HparamSet, Suite
 from optbench.workloads.speed import EDGE_CASES
 
@@ -117,7 +118,7 @@ class SpeedCheck:
             if known is None:
                 raise
             detail = (f"{known.finding}: still raises {type(exc).__name__} on {case.workload}: "
-                      f"{str(exc).splitlines()[0]}")
+                      f"{first_words(str(exc))}")
             return Outcome([row(case.labels, check="speed", metric=SPEED_RAISES, value=1, status="xfail", detail=detail,
                                 finding=known.finding)],
                            f"  XFAIL speed {case.impl_name} {case.dtype} {case.workload}: {detail}")

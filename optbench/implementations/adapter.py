@@ -12,6 +12,7 @@ from optbench.adapters import group_hparams
 from optbench.adapters.dtypes import unsupported as undeclared_dtype
 from optbench.adapters.group_options import carried
 from optbench.hyperparameters import takes
+from optbench.rows import first_words
 
 from .graphed import GraphedStep
 
@@ -182,5 +183,5 @@ class Implementation:
             else:
                 optimizer.step()  # some check device/dtype only at step
         except (RuntimeError, ValueError, TypeError) as exc:
-            return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+            return f"{type(exc).__name__}: {first_words(str(exc))}"
         return None

@@ -13,6 +13,7 @@ from optbench.hyperparameters import constructor_defaults, takes
 from optbench.metrics import CASE_ERROR, PARITY_MAX_ERR_EPS
 from optbench.results import NO_VERDICT
 from optbench.results import row as result_row
+from optbench.rows import first_words
 
 from .adapter import Implementation
 
@@ -44,7 +45,7 @@ def rejected_at_construction(impl: Implementation, hset, params: dict, exc: Base
     set without options of its own), it rejects those options in its own words: why it is unsupported, with its
     message. One that raises on the defaults too is broken, not selective: "" (the case is an error), unless it says
     it does not implement them (NotImplementedError: bitsandbytes' SGD without momentum)."""
-    message = str(exc).splitlines()[0] if str(exc) else ""
+    message = first_words(str(exc))
     try:
         type(hset)(name=hset.name, options={}).build(impl, params)
     except Exception:

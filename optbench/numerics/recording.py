@@ -18,7 +18,7 @@ from optbench.implementations import Implementation
 from optbench.numerics.caller_contract import Given
 from optbench.numerics.precision import kept_in
 from optbench.state.batched import per_parameter_state
-from optbench.state.subclasses import inner_tensors, plain_state
+from optbench.state.subclasses import plain_state, wraps_tensors
 from optbench.suite.schedules import torch_scheduler
 from optbench.suite.spec import HparamSet
 from optbench.workloads import Workload, reference_gradient
@@ -27,7 +27,7 @@ from optbench.workloads import Workload, reference_gradient
 def as_array(value) -> np.ndarray | None:
     """A state value as float64 NumPy (tensors and Python numbers); None for anything else (a tensor subclass that
     wraps others included: ``plain_state`` reads those)."""
-    if inner_tensors(value) is not None:
+    if wraps_tensors(value):
         return None
     if isinstance(value, torch.Tensor):  # a copy: .to() returns float64 CPU tensors themselves
         if value.is_sparse:

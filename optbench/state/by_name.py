@@ -21,7 +21,7 @@ from optbench.hyperparameters import IMPLEMENTATION_FLAGS
 from optbench.state.batched import BATCH_NAMES, group_bookkeeping, is_batched, relaid, stacks
 from optbench.state.formats import as_torch, same_value
 from optbench.state.names import StateDictNameError, group_names
-from optbench.state.subclasses import inner_tensors
+from optbench.state.subclasses import wraps_tensors
 from optbench.state.validation import refuse_foreign, state_checker, transactional_load, trial_load
 from optbench.state.validation import shape_mismatch as shape_mismatch  # the rule, for optbench.state.positional
 
@@ -80,7 +80,7 @@ def _constructor_arguments(cls: type) -> set[str]:
 
 
 def _same(a, b) -> bool:
-    if inner_tensors(a) is not None or inner_tensors(b) is not None:
+    if wraps_tensors(a) or wraps_tensors(b):
         return same_value(a, b)
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape

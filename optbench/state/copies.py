@@ -17,6 +17,8 @@ import io
 
 import torch
 
+from optbench.state.subclasses import wraps_tensors
+
 _IMMUTABLE = (int, float, complex, bool, str, bytes, type(None))
 
 
@@ -37,7 +39,7 @@ def _copy(value, storages: dict):
         return tuple(_copy(v, storages) for v in value)
     if kind in _IMMUTABLE:
         return value
-    if isinstance(value, torch.Tensor) and kind is not torch.Tensor and hasattr(value, "__tensor_unflatten__"):
+    if wraps_tensors(value):
         try:
             return _rewrapped(value, storages)
         except Exception:  # a library's protocol that does not round-trip: the ways below

@@ -21,7 +21,7 @@ import torch
 
 from optbench.state.names import StateDictNameError
 from optbench.state.names import group_names as _group_names
-from optbench.state.subclasses import context, inner_tensors
+from optbench.state.subclasses import context, inner_tensors, wraps_tensors
 
 _STATE, _GROUPS = "state.", "param_groups."
 
@@ -45,9 +45,9 @@ def _id_names(state_dict, where: str = "state_dict") -> dict:
 def same_value(a, b) -> bool:
     """Exact equality of state or hyperparameter values, Tensors included (same dtype, shape and elements;
     NaN equals NaN; a subclass wrapping tensors by its inner ones), lists, tuples and dicts element by element."""
-    if (inner := inner_tensors(a)) is not None or inner_tensors(b) is not None:  # torchao's quantized state
-        other = inner_tensors(b)
-        return inner is not None and other is not None and context(a) == context(b) and same_value(inner, other)
+    if wraps_tensors(a) or wraps_tensors(b):  # torchao's quantized state: by what it holds
+        return (wraps_tensors(a) and wraps_tensors(b) and context(a) == context(b)
+                and same_value(inner_tensors(a), inner_tensors(b)))
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
                 and a.shape == b.shape and a.device == b.device

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from optbench.hyperparameters import IMPLEMENTATION_FLAGS, constructor_defaults
+from optbench.rows import first_words
 from optbench.state.batched import per_parameter_state
 from optbench.state.by_name import shape_mismatch
 from optbench.state.formats import same_value
@@ -63,7 +64,7 @@ def positional(session, scenario: Scenario, impl, state_dict: dict, params: dict
     try:
         stepper.optimizer.load_state_dict(state_dict)
     except Exception as exc:
-        return "raises", f"load_state_dict raised {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        return "raises", f"load_state_dict raised {type(exc).__name__}: {first_words(str(exc))[:160]}"
     wrong, reset = [], set()
     defaults = constructor_defaults(type(stepper.optimizer))
 
@@ -99,7 +100,7 @@ def positional(session, scenario: Scenario, impl, state_dict: dict, params: dict
     try:
         _probe(session, stepper, params)
     except Exception as exc:
-        return "raises", f"loaded, then step raised {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        return "raises", f"loaded, then step raised {type(exc).__name__}: {first_words(str(exc))[:160]}"
     if reference is None:
         return "silently wrong", "loaded and stepped although the state cannot belong to these parameters"
     if wrong:

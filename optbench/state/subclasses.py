@@ -18,10 +18,15 @@ import torch
 PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
+def wraps_tensors(value) -> bool:
+    """Whether ``value`` is a tensor subclass that wraps others (it implements ``__tensor_flatten__``)."""
+    return isinstance(value, torch.Tensor) and type(value) not in PLAIN and hasattr(value, "__tensor_flatten__")
+
+
 def inner_tensors(value) -> dict[str, torch.Tensor] | None:
     """``{attr: inner tensor}`` of a tensor subclass that wraps others (nested ones flattened, ``attr.inner``);
     None for a plain tensor or anything else."""
-    if not isinstance(value, torch.Tensor) or type(value) in PLAIN or not hasattr(value, "__tensor_flatten__"):
+    if not wraps_tensors(value):
         return None
     names, _ = value.__tensor_flatten__()
     out: dict[str, torch.Tensor] = {}
@@ -39,7 +44,10 @@ def context(value):
 
 
 def plain_state(state: Mapping) -> dict:
-    """One parameter's state, each wrapping subclass replaced by its inner tensors keyed ``key.attr``."""
+    """One parameter's state, each wrapping subclass replaced by its inner tensors keyed ``key.attr`` (``state``
+    itself where it holds none: the common case, on every step's snapshot)."""
+    if not any(wraps_tensors(value) for value in state.values()):
+        return state
     out: dict = {}
     for key, value in state.items():
         inner = inner_tensors(value)
