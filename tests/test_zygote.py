@@ -103,18 +103,36 @@ def test_a_new_test_or_gate_item_reuses_the_zygote_and_its_worker_still_gets_the
     assert len(used) == 1, zygote._ZYGOTES.keys()
 
 
+CUDA_BUILD = ("import importlib, os, torch; torch.version.cuda = torch.version.cuda or '13.0'; "
+              "torch.zygote_mark = 'preloaded'; "  # the zygote's own state; and what the preload saw of torch's check:
+              "importlib.import_module = lambda n, package=None, _i=importlib.import_module: "
+              "(n == 'omegaconf' and vars(torch).setdefault('nvml_seen', "
+              "os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK')), _i(n, package))[1]; ")
+REFUSED_IN_FORKS = ("torch.cuda.is_available = lambda: True; "
+                    "torch.cuda.init = lambda: (_ for _ in ()).throw(RuntimeError('Cannot re-initialize CUDA in forked "
+                    "subprocess')); ")
+
+
 @pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)
-def test_with_a_cuda_build_each_worker_is_a_fresh_interpreter_not_a_fork(tmp_path, monkeypatch):
-    """CUDA cannot be used in a fork of a process that initialised it: a zygote whose torch is a CUDA build execs a
-    new interpreter for each worker (same session, streams, directory and environment), so nothing of its own state
-    (here a mark on ``torch.version``; on a GPU machine CUDA initialised at import) reaches the worker."""
-    monkeypatch.setattr(zygote, "BOOT", "import torch; torch.version.cuda = '13.0'; " + zygote.BOOT)
+@pytest.mark.parametrize("forks_keep_cuda", [True, False], ids=["forks-keep-cuda", "forks-refused-cuda"])
+def test_with_a_cuda_build_workers_are_forks_only_where_a_canary_fork_starts_cuda(tmp_path, monkeypatch,
+                                                                                    forks_keep_cuda):
+    """CUDA cannot be used in a fork of a process that started the CUDA driver, which a CUDA availability check in an
+    import can do unseen: with a CUDA build the zygote preloads under torch's NVML-based check (restored after), then
+    a forked canary starts CUDA. Where it can, workers are forks carrying the preload (here a mark on ``torch``; on
+    a GPU machine the canary starts a real device); where it cannot, each is a new interpreter (same session,
+    streams, directory and environment) and nothing of the zygote's state reaches it."""
+    boot = CUDA_BUILD + ("" if forks_keep_cuda else REFUSED_IN_FORKS)
+    monkeypatch.setattr(zygote, "BOOT", boot + zygote.BOOT)
     monkeypatch.setattr(zygote, "_ZYGOTES", {})
     monkeypatch.setenv("OPTBENCH_TEST_MARK", "fresh")
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "says.py").write_text(
         "import os, sys, torch\n"
-        "print(os.getsid(0) == os.getpid(), os.environ['OPTBENCH_TEST_MARK'], os.getcwd(), torch.version.cuda,\n"
+        "print(os.getsid(0) == os.getpid(), os.environ['OPTBENCH_TEST_MARK'], os.getcwd(),\n"
+        "      getattr(torch, 'zygote_mark', None), getattr(torch, 'nvml_seen', None),\n"
+        "      os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK'),\n"
         "      open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1].decode(), file=sys.stderr)\n")
     with tempfile.TemporaryFile() as log:
         proc = start_worker(log)
@@ -124,7 +142,11 @@ def test_with_a_cuda_build_each_worker_is_a_fresh_interpreter_not_a_fork(tmp_pat
         assert proc.wait(60) == 0
         assert "SGD" in said.get("error", "")  # the module has no SGD: refused after it ran
         log.seek(0)
-        assert log.read().decode().split() == ["True", "fresh", str(tmp_path), "None", "-c"]
+        words = log.read().decode().split()
+    if forks_keep_cuda:  # the zygote's image: its mark, the check it preloaded under, its argv; the variable gone
+        assert words == ["True", "fresh", str(tmp_path), "preloaded", "1", "None", "-c"]
+    else:
+        assert words == ["True", "fresh", str(tmp_path), "None", "None", "None", "-c"]
 
 
 @pytest.mark.slow  # (slow tier; CI keeps a worker starting pristine, and every test with workers)

@@ -15,6 +15,9 @@ PRELOAD = ("numpy", "torch", "torch._dynamo", "omegaconf", "optbench.engine.work
            "optbench.engine.planner")
 
 
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch.cuda.is_available() asks NVML, not the CUDA driver
+
+
 def gpu_build(torch) -> bool:
     """Whether this torch is a CUDA or ROCm build: CUDA does not survive a fork of a process that initialised it, and
     an import may initialise it unseen (``_child``)."""
@@ -33,9 +36,12 @@ def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     import torch
 
-    fresh = gpu_build(torch)  # then nothing more is preloaded: each worker is a new interpreter (``_child``)
-    for name in () if fresh else PRELOAD:
-        importlib.import_module(name)
+    if gpu_build(torch):
+        fresh = not _preloaded_forks_keep_cuda(torch)  # else each worker is a new interpreter (``_child``)
+    else:
+        fresh = False
+        for name in PRELOAD:
+            importlib.import_module(name)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -67,6 +73,40 @@ def serve(fd: int) -> None:
     os._exit(0)
 
 
+def _preloaded_forks_keep_cuda(torch) -> bool:
+    """With a CUDA or ROCm build: preload, then whether a fork of this process can still start CUDA. A CUDA
+    availability check starts the CUDA driver, which no fork survives (on an H200 ``torch.cuda.is_available()`` alone,
+    and one of ``PRELOAD``, made every fork's first CUDA call raise "Cannot re-initialize CUDA in forked subprocess",
+    though ``torch.cuda.is_initialized()`` stayed False): the preload runs with torch's NVML-based check, which
+    starts no driver, and the environment is restored after it. A forked canary then starts CUDA (where a device
+    is visible): if it cannot, or CUDA is initialised here, the workers are new interpreters (False)."""
+    import importlib
+
+    before = os.environ.get(NVML_CHECK)
+    os.environ[NVML_CHECK] = "1"
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+    finally:
+        if before is None:
+            os.environ.pop(NVML_CHECK, None)
+        else:
+            os.environ[NVML_CHECK] = before
+    if torch.cuda.is_initialized():
+        return False
+    pid = os.fork()
+    if pid == 0:  # the canary: the zygote's image, the caller's environment, CUDA started as a worker would
+        code = 1
+        try:
+            if torch.cuda.is_available():
+                torch.cuda.init()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
 def _send(sock: socket.socket, event: dict) -> None:
     try:
         sock.send(json.dumps(event).encode())
@@ -76,11 +116,9 @@ def _send(sock: socket.socket, event: dict) -> None:
 
 def _child(request: dict, fds: list[int], closing: tuple, fresh: bool = False) -> None:
     """In the forked worker: its own session and streams, the requested directory and environment, then the worker's
-    main; never returns. ``fresh`` (a CUDA or ROCm build of torch): the worker's main in a new interpreter
-    (``exec``), not in this forked image. CUDA cannot be used in a fork of a process that initialised it, and with
-    such a build the zygote cannot tell whether an import did (on an H200 its forks were refused CUDA although
-    ``torch.cuda.is_initialized()`` was False after each import): such a worker keeps the zygote's session and
-    reaping, not its preload."""
+    main; never returns. ``fresh`` (a CUDA or ROCm build of torch whose forks cannot start CUDA,
+    ``_preloaded_forks_keep_cuda``): the worker's main in a new interpreter (``exec``), not in this forked image;
+    such a worker keeps the zygote's session and reaping, not its preload."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
