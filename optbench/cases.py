@@ -80,6 +80,7 @@ class RunContext:
     compile_dtypes: tuple[str, ...] | None  # None: the compiled variant runs at every dtype
     compile_hparams: tuple[str, ...] | None = ("default",)  # None: every hparam set; "default": see below
     candidate: Implementation | None = None
+    candidate_name: str = ""  # the run's candidate where it is not built here (the judge's, from the plan)
     checks: tuple[str, ...] = ()  # the run's checks (a case may say what none of them judges)
     scratch: dict = field(default_factory=dict)  # per group of cases; cleared between groups
     # a case says which part of it runs now ("round-trip scenario 'reversed'"): a worker that dies names it
@@ -90,6 +91,11 @@ class RunContext:
     judging: Judging | None = field(default=None, repr=False)  # ... which judges it from this
     _workloads: dict = field(default_factory=dict, repr=False)
     _available: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def run_candidate(self) -> str:
+        """The run's candidate implementation's name ("" without one), wherever this context is."""
+        return self.candidate.name if self.candidate is not None else self.candidate_name
 
     def part(self, what: str) -> str:
         """Say the case now runs ``what`` (a worker that dies there names it); returns how a worker died in that
@@ -124,8 +130,8 @@ class RunContext:
         """The seeded workload an hparam set runs on, with the suite's parameter filter and without
         FQNs a declared deviation says raise (those are checked alone)."""
         name = suite.workload_of(hset) if hset is not None else suite.workload
-        raising = tuple(d for d in suite.deviations if d.raises and not d.whole_case and d.check == "parity"
-                        and d.matches_dtype(dtype)
+        raising = tuple(d for d in suite.deviations if d.stops and not d.whole_case and d.check == "parity"
+                        and d.matches_dtype(dtype) and suite.met_in_run(d, self.run_candidate)
                         and (hset is None or fnmatch.fnmatchcase(hset.name, d.hparams)))
         sizes = tuple(sorted(suite.workload_sizes.items())) if purpose != "speed" else ()
         return self._workload(name, dtype, steps or self.steps, purpose, suite.params, raising, sizes)

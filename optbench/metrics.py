@@ -38,7 +38,7 @@ QUANTIZED_RAISES = "quantized.raises"  # a quantized case a declared deviation s
 QUANTIZED_SPREAD = "quantized.spread"  # ... from the quantized reference run on its own codes
 
 DEVIATION_MAX_ERR_EPS = "deviation.max_err_eps"  # a declared deviation's observed size, in eps
-DEVIATION_OBSERVED = "deviation.observed"  # a declared raise: 1 if the step raised, 0 if not; differentiable: its size
+DEVIATION_OBSERVED = "deviation.observed"  # a declared raise or exit: 1 if it did, 0 if not; differentiable: its size
 
 DIFFERENTIABLE_MAX_REL_ERR = "differentiable.max_rel_err"  # largest relative error of a derivative through the step
 

@@ -210,7 +210,7 @@ class ParityCheck:
                      detail=f"{d.finding}: {d.reason} Observed: no longer raises: "
                             "remove the declaration once the fix is released")
                  for d in raising]
-        deviations = [d for d in declared if not d.raises]
+        deviations = [d for d in declared if not d.stops]
         gated, declared = split(traj.errors, deviations, {spec.name: spec for spec in workload.specs})
         ctx.scratch[("declared", case.impl_name)] = {(e.fqn, e.tensor)
                                                      for _, errs in declared for e in errs.itertuples()}

@@ -60,6 +60,20 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
                 None)
 
 
+def declared_exit(case: Case, ctx: RunContext):
+    """The suite's deviation that says stepping a parameter of the case's timing workload ends the process
+    (``exits``), if any: such an edge case is not stepped (its timing set would die with it); the deviations
+    check steps those parameters alone."""
+    if case.workload in ("", "model"):
+        return None
+    covering = case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name)
+    exiting = [d for d in covering if d.exits is not None]
+    if not exiting:
+        return None
+    specs = ctx.timing_workload(case.suite, case.hset, case.dtype, case.workload).specs
+    return next((d for d in exiting if any(d.matches_spec(s) for s in specs)), None)
+
+
 @register_check(
     default=True, alone=True, timed=True,
     # step time next to the roofline (docs/performance.md). params: the model-shaped timing workload's size
@@ -106,6 +120,13 @@ class SpeedCheck:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
+        ends = declared_exit(case, ctx)
+        if ends is not None:
+            detail = (f"{ends.finding}: not stepped: stepping its parameters ends the process (exit {ends.exits}), "
+                      "as declared; the deviations check steps them alone")
+            return Outcome([row(case.labels, check="speed", metric=SPEED_RAISES, value=1, status="xfail",
+                                detail=detail, finding=ends.finding)],
+                           f"  XFAIL speed {case.impl_name} {case.dtype} {case.workload}: {detail}")
         try:
             if ctx.settings.speed.get("flush_l2") and ctx.device.type == "cuda":  # each step alone, with CUDA events
                 rows, timing, pct, stepped = timing_rows(case, ctx, "speed")
@@ -149,6 +170,7 @@ class SpeedCheck:
         if held is None or held.key != key:
             ctx.scratch.pop("speed.set", None)  # the previous set's optimizers freed before the next is built
             members = [c for c in self.cases(case.suite, ctx) if c.dtype == case.dtype
-                       and ctx.takes_part(c.impl, self.name)]  # as planned: no compiled one where it is not
+                       and ctx.takes_part(c.impl, self.name)  # as planned: no compiled one where it is not
+                       and declared_exit(c, ctx) is None]
             ctx.scratch["speed.set"] = held = TimedSet.measure(key, members, ctx)
         return held

@@ -310,7 +310,8 @@ class Judge:
         if self._ctx is None:
             p = self.planner
             self._ctx = RunContext(settings=p.settings, device=p.device, steps=p.steps, seed=p.seed, impls={},
-                                   dtypes=p.dtypes, compile_dtypes=None, checks=tuple(p.selected_checks()))
+                                   dtypes=p.dtypes, compile_dtypes=None, checks=tuple(p.selected_checks()),
+                                   candidate_name=self.blueprint().candidate or "")
         return self._ctx
 
     def _error(self, index: int, detail: str) -> tuple[list[dict], str]:

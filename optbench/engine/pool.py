@@ -6,7 +6,10 @@ exit code or timeout) with the last lines of its stderr, and the rest of its uni
 which first replays the unit's finished cases (without recording them again) to rebuild the scratch
 later cases read. A unit whose worker dies twice records its remaining cases as not run. A death in a part the
 case named (``RunContext.part``: a round-trip scenario) is not yet the case's: the case runs again in a fresh
-worker and records that part as an error row naming how the worker died there, up to ``CRASHED_PARTS`` parts.
+worker and records that part as an error row naming how the worker died there, up to ``CRASHED_PARTS`` parts. A
+death a suite declares (``exits``: the code under test ends the process with that status on the parameters the case
+steps, as its worker said before running it) is that case's xfail once the parent's ``declared_exit`` confirms it
+against its own plan; it counts as no death of the unit.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ class Pool:
     the parent still plans."""
 
     def __init__(self, jobs: int, init: dict, logs: Path, timeout_s: float, labels_of: Callable[[int], dict],
-                 record: Callable[[int, list[dict], str], None], fingerprint: Callable[[], str], judge=None):
+                 record: Callable[[int, list[dict], str], None], fingerprint: Callable[[], str], judge=None,
+                 declared_exit: Callable[[int, list[int], int | None, str], tuple | None] | None = None):
         self.jobs, self.init, self.logs, self.timeout_s = max(1, jobs), init, logs, float(timeout_s)
+        # ``declared_exit(index, said, code, stderr)``: (rows, line) where the case's death is a declared one
+        self.declared_exit = declared_exit
         self.labels_of, self.record, self.fingerprint = labels_of, record, fingerprint
         self.events: queue.Queue = queue.Queue()
         # ``judge(events)``: the run's ``engine.judge.Judge`` (a candidate's parity verdicts), told where to report
@@ -125,6 +131,7 @@ class Pool:
             raise WorkerStartError(f"a worker could not build the run: {event['error']}")
         elif kind == "start":
             worker.current, worker.started_at, worker.doing = event["index"], time.monotonic(), ""
+            worker.exits = [int(k) for k in event.get("exits", ())]
         elif kind == "progress":
             if event.get("index") == worker.current:
                 worker.doing = bounded(str(event.get("what", "")), 200)
@@ -166,6 +173,14 @@ class Pool:
         self._retire(worker)
         tail = worker.stderr_tail()
         running = index is not None and index not in unit.done
+        declared = (self.declared_exit(index, worker.exits, worker.proc.returncode, tail)
+                    if running and worker.exits and self.declared_exit is not None else None)
+        if declared is not None:  # the end its suite declares for this case: recorded, the unit goes on
+            self.record(index, *declared)
+            unit.lost.append(index)
+            if any(i not in unit.done and i not in unit.lost for i in unit.items):
+                pending.appendleft(unit)
+            return
         parts = unit.crashed.setdefault(index, {}) if running else {}
         if running and worker.doing and worker.doing not in parts and len(parts) < CRASHED_PARTS:
             # it died in a part the case named: the case runs again in a fresh worker, without that part

@@ -14,7 +14,8 @@ GROUP = frozenset({"match", "options"})
 ONE_STEP = frozenset({"skip_dtypes", "note"})
 ERROR_INPUT = frozenset({"desc", "options", "params", "raises", "match", "at", "grad", "meta"})
 DEVIATION = frozenset({"finding", "reason", "impl", "dtype", "hparams", "fqn", "tensor", "raises", "max_err_eps",
-                       "size", "kind", "intermittent", "check", "gate", "torch", "device"})
+                       "size", "kind", "intermittent", "check", "gate", "torch", "device", "exits",
+                       "stderr"})
 
 
 def check(c, allowed, what: str) -> None:

@@ -9,6 +9,7 @@ parameter names; declared deviations and error inputs are data too.
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import ModuleType
@@ -170,7 +171,10 @@ class Deviation:
     tensor name match. Matching tensors are judged apart: xfail while they deviate, xpass once fixed;
     past ``max_err_eps`` (if given) it is not the known deviation and fails. With ``raises`` the step
     raises on the parameters it names (fqn, size, kind): they are left out of the case's workload and
-    checked alone; naming none, the whole case is expected to raise (xfail while it does).
+    checked alone; naming none, the whole case is expected to raise (xfail while it does). With ``exits`` the
+    code under test ends the process with that status instead (a C library's ``exit()``; ``stderr``: a regex its
+    last words must match): the same, the parameters checked alone in a worker whose death the parent records as
+    the declared xfail (``engine.pool``).
     """
 
     finding: str
@@ -190,6 +194,8 @@ class Deviation:
     # check: roundtrip, a glob over the scenario names (optbench.state.scenarios)
     torch: str = ""  # the torch versions it is declared for (a PEP 440 specifier, "<2.14"); "": every version
     device: str = "*"  # a glob over the device type of the run it is declared for (cpu, cuda): a kernel's finding
+    exits: int | None = None  # the step ends the process with this status (instead of raising)
+    stderr: str = ""  # with exits: a regex the process's last words (its stderr's tail) must match
 
     def applies_to_torch(self, version: str | None = None) -> bool:
         """Whether the running torch (or ``version``) is in the declared range; local labels (+cpu) ignored."""
@@ -198,9 +204,19 @@ class Deviation:
         return Version(version or torch.__version__).release[:3] in _release_set(self.torch)
 
     @property
+    def stops(self) -> bool:
+        """The step does not complete where this declaration applies: it raises, or ends the process."""
+        return bool(self.raises) or self.exits is not None
+
+    @property
     def whole_case(self) -> bool:
-        """A ``raises`` deviation that names no parameter: the case itself is expected to raise."""
-        return bool(self.raises) and self.fqn == "*" and self.size == "any" and self.kind == "*"
+        """A ``raises`` (or ``exits``) deviation that names no parameter: the case itself is expected to stop."""
+        return self.stops and self.fqn == "*" and self.size == "any" and self.kind == "*"
+
+    def ended_by(self, code: int | None, stderr: str) -> bool:
+        """Whether a process that ended with ``code``, saying ``stderr`` last, is the declared ``exits``."""
+        return (self.exits is not None and code == self.exits
+                and (not self.stderr or re.search(self.stderr, stderr) is not None))
 
     def raised_by(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the declared ``raises``: that class or a subclass of it (under torch.compile,
@@ -245,7 +261,27 @@ class Deviation:
                    max_err_eps=float(c.max_err_eps) if c.get("max_err_eps") is not None else None,
                    size=str(c.get("size", "any")), kind=_glob(c.get("kind")),
                    intermittent=bool(c.get("intermittent", False)), check=str(c.get("check", "parity")),
-                   gate=_glob(c.get("gate")), torch=str(c.get("torch") or ""), device=_glob(c.get("device")))
+                   gate=_glob(c.get("gate")), torch=str(c.get("torch") or ""), device=_glob(c.get("device")),
+                   exits=_exit_status(c), stderr=str(c.get("stderr") or ""))
+
+
+def _exit_status(c) -> int | None:
+    """A declaration's ``exits`` (an exit status, 1 to 255), checked with ``raises`` and ``stderr``."""
+    exits, raises, stderr = c.get("exits"), c.get("raises"), c.get("stderr")
+    if exits is None:
+        if stderr:
+            raise ValueError(f"{c.get('finding')}: stderr: is the last words of a process that exits: (none given)")
+        return None
+    if raises:
+        raise ValueError(f"{c.get('finding')}: raises and exits together: a step either raises or ends the process")
+    if all(str(c.get(k) or default) == default for k, default in (("fqn", "*"), ("size", "any"), ("kind", "*"))):
+        raise ValueError(f"{c.get('finding')}: exits: name the parameters whose step ends the process (fqn, size or "
+                         "kind): they are stepped alone, where the worker's end is the declared one")
+    if isinstance(exits, bool) or not isinstance(exits, int) or not 1 <= exits <= 255:
+        raise ValueError(f"{c.get('finding')}: exits: {exits!r} is not an exit status (1 to 255)")
+    if stderr:
+        re.compile(str(stderr))  # an unreadable pattern is the suite file's error, named now
+    return int(exits)
 
 
 _library_parsed: tuple = (None, ())
@@ -321,6 +357,16 @@ class Suite:
             return found
         return next((replace(c, cls=dotted_path) for c in self.candidates if c.cls in self._aliased(dotted_path)),
                     None)
+
+    def met_in_run(self, d: Deviation, candidate: str) -> bool:
+        """Whether a run whose candidate is ``candidate`` ("" for none) can meet ``d``: a declaration naming
+        candidates (a library's finding) only where the run's candidate is one of them, or shares its code."""
+        if not d.impl.startswith("candidate:"):
+            return True
+        if not candidate:
+            return False
+        names = [candidate, *(f"candidate:{c}" for c in self._aliased(candidate.removeprefix("candidate:")))]
+        return any(fnmatch.fnmatchcase(n, d.impl) for n in names)
 
     def _aliased(self, dotted_path: str) -> list[str]:
         """The classes whose specs name ``dotted_path`` under ``also``: the same code under another name."""
