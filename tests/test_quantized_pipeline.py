@@ -163,7 +163,8 @@ def test_the_mutant_catalogue_judges_its_8bit_optimizers_through_their_spec_and_
     found = {t.mutant: t for t in trials("optbench.mutants", None, ["adamw", "lion"])}
     eight_bit = {name: t for name, t in found.items() if name.startswith("blockwise_8bit.")}
     assert set(eight_bit) == {"blockwise_8bit." + c for c in ("NumpyAdamW8bit", "WrongBeta2AdamW8bit",
-                                                              "StuckStepAdamW8bit", "NumpyLion8bit",
+                                                              "StuckStepAdamW8bit", "MemoryOrderAdamW8bit",
+                                                              "NumpyLion8bit",
                                                               "WrongBeta1Lion8bit", "NumpyAdamW8bitSubclassState",
                                                               "WrongMapAdamW8bitSubclassState")}
     for name, t in eight_bit.items():
@@ -343,3 +344,26 @@ def test_a_quantized_case_declared_to_raise_is_an_xfail_only_while_it_raises_tha
     assert [(r["status"], r["finding"]) for r in rows] == [(status, "" if status == "error" else "F75")], rows
     if status != "xpass":
         assert "QuantizerGaveUp" in rows[0]["detail"] and "cannot view the new moment" in rows[0]["detail"], rows
+
+
+@pytest.mark.parametrize("cls, code, statuses", [
+    ("MemoryOrderAdamW8bit", 0, {"": {"pass"}, "kind noncontiguous": {"xfail"}}),
+    # the same declaration on a mutant wrong everywhere: its other parameters still fail
+    ("WrongBeta2AdamW8bit", 1, {"": {"fail"}, "kind noncontiguous": {"xfail"}}),
+], ids=["memory-order", "wrong-everywhere"])
+def test_parameters_a_declaration_names_are_judged_apart_under_it(tmp_path, cls, code, statuses):
+    """A quantized-check declaration that names parameters (``kind: noncontiguous``: bitsandbytes' transposed
+    parameters on CUDA, F77) judges those apart, under it, and every other parameter as before: a mutant whose
+    codes are held in memory order passes on its contiguous parameters and is the declared xfail on the others."""
+    adamw_declaring(tmp_path, [{"finding": "F77", "impl": f"candidate:*{cls}", "check": "quantized",
+                                "kind": "noncontiguous", "reason": "a test's"}])
+    done = warm_command.run("run", "--config-dir", str(tmp_path / "conf"), "suite=adamw", "dtype=float32",
+                            "checks=[quantized]", "impl=[candidate]", "hparams=[default]", "steps=4",
+                            "history_dir=null", "jobs=0", f"candidate={spec(tmp_path, cls)}",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == code, done.stdout[-3000:] + done.stderr[-3000:]
+    got: dict = {}
+    for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]:
+        if r["metric"].startswith("quantized.") and r["status"] != "info":
+            got.setdefault(r["fqn"], set()).add(r["status"])
+    assert got == statuses, got

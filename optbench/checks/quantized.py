@@ -16,23 +16,18 @@ parameters keep 32-bit state and are judged by the parity check. What the candid
 
 from __future__ import annotations
 
-import fnmatch
-
 import numpy as np
 import torch
 
 from optbench.adapters.quantized import as_arrays, blocks, declared, quantizes, read
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.base import awaiting_judge
-from optbench.checks.deviations import declared_status
 from optbench.checks.quantized_price import FreeRuns
+from optbench.checks.quantized_verdict import SIGN_ROUNDING, Tally, verdict_rows
 from optbench.checks.registry import register_check
 from optbench.checks.tape import Tape
 from optbench.metrics import (
     CASE_SKIPPED,
-    QUANTIZED_ABSMAX_ERR_EPS,
-    QUANTIZED_CODES_UNEXPLAINED,
-    QUANTIZED_PARAM_ERR_EPS,
     QUANTIZED_PRICE_STEP,
     QUANTIZED_RAISES,
 )
@@ -45,10 +40,7 @@ from optbench.rows import first_words
 from optbench.suite.spec import DTYPES, Suite
 from optbench.workloads import reference_gradient
 
-PARAM_EPS = 8.0  # the new parameter: two roundings of it and the update's float32 arithmetic, in its dtype's eps
-ABSMAX_EPS = 2.0  # a block's new absmax, in float32 eps: the max of float32 moments
 ROUNDING = 2.0 ** -20  # a code's value this close to a boundary (normalized units): float32 arithmetic's rounding
-SIGN_ROUNDING = 4.0  # Lion's sign(c) where |c| is within this many float32 eps of its terms' magnitude: rounding's
 
 
 def _why_not(suite: Suite, hset) -> str:
@@ -194,12 +186,10 @@ class QuantizedCheck:
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         eps32 = float(np.finfo(np.float32).eps)
         free = FreeRuns(case.suite.reference, quantized, eps, before, hp, q)
-        worst = {"param": (0.0, ""), "absmax": (0.0, "")}
-        differ = unexplained = codes = wrong_maps = decided = 0
-        where_unexplained = ""
+        tallies = {n: Tally() for n in params}
         for i, after in enumerate(taken):
             for n, p in params.items():
-                theirs = after[n]["state"]
+                theirs, t = after[n]["state"], tallies[n]
                 if not theirs or any(f"codes{k}" not in theirs for k in range(1, len(maps) + 1)):
                     raise ValueError(f"{n} holds no quantized state of {', '.join(q['moments'])} after step "
                                      f"{i + 1}")
@@ -208,48 +198,27 @@ class QuantizedCheck:
                 ours_p, ours = quantized.step(before[n], grad, {**state[n], **maps}, hp[n], blocks(q))
                 err, left_out = param_error(after[n]["param"], ours_p, before[n], eps, ours.get("decisions", ()),
                                             ours.get("update_scale", 0.0))
-                decided += left_out
-                worst["param"] = max(worst["param"], (err, f"{n} at step {i + 1}"))
+                t.decided += left_out
+                t.param = max(t.param, (err, f"{n} at step {i + 1}"))
                 for k, (moment, _) in enumerate(quantized.moments, start=1):
-                    wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[f"map{k}"]))
+                    t.wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[f"map{k}"]))
                     absmax = np.abs(theirs[f"absmax{k}"] - ours[f"absmax{k}"]) / (
                         eps32 * np.where(ours[f"absmax{k}"] > 0, np.abs(ours[f"absmax{k}"]), 1.0))
-                    worst["absmax"] = max(worst["absmax"], (float(absmax.max()), f"{n}/{moment} at step {i + 1}"))
+                    t.absmax = max(t.absmax, (float(absmax.max()), f"{n}/{moment} at step {i + 1}"))
                     d, u, _ = code_disagreements(ours[moment], theirs[f"codes{k}"], ours[f"codes{k}"],
                                                  ours[f"map{k}"], ours[f"absmax{k}"], ROUNDING + _grid(q),
                                                  q["blocksize"])
-                    differ, unexplained, codes = differ + d, unexplained + u, codes + ours[moment].size
-                    if u and not where_unexplained:
-                        where_unexplained = f"first {n}/{moment} at step {i + 1}"
+                    t.differ, t.unexplained, t.codes = t.differ + d, t.unexplained + u, t.codes + ours[moment].size
+                    if u and not t.where_unexplained:
+                        t.where_unexplained = f"first {n}/{moment} at step {i + 1}"
                 before[n] = after[n]["param"]
                 # its codes and absmax go on; the step count is this check's own (a candidate's counter may lie)
                 state[n] = {**{k: v for k, v in theirs.items() if not k.startswith("map")}, "step": i + 1}
             free.stepped({n: after[n]["param"] for n in params})
         declared_ = case.suite.deviations_for(case.impl, case.dtype, case.hset.name, check=self.name)
-        rows = []
-        for metric, value, ok, detail in (
-                (QUANTIZED_PARAM_ERR_EPS, worst["param"][0], worst["param"][0] <= PARAM_EPS,
-                 f"the new parameter against the quantized step from its own state: max {worst['param'][0]:.3g} "
-                 f"eps ({worst['param'][1]}; tolerance {PARAM_EPS:g})"
-                 + (f"; {decided:,} elements' sign decided by rounding (|c| within {SIGN_ROUNDING:g} float32 eps "
-                    "of its terms) left out" if decided else "")),
-                (QUANTIZED_ABSMAX_ERR_EPS, worst["absmax"][0], worst["absmax"][0] <= ABSMAX_EPS,
-                 f"each block's new absmax: max {worst['absmax'][0]:.3g} float32 eps ({worst['absmax'][1]}; "
-                 f"tolerance {ABSMAX_EPS:g})"),
-                (QUANTIZED_CODES_UNEXPLAINED, float(unexplained + wrong_maps), unexplained == 0 and wrong_maps == 0,
-                 f"{differ:,} of {codes:,} new codes differ from the reference quantizer's, {unexplained:,} beyond "
-                 f"rounding ({ROUNDING + _grid(q):.3g} of the block's range)"
-                 + (f"; {where_unexplained}" if unexplained else "")
-                 + f"; {wrong_maps} map entries differ from the documented maps")):
-            # a declaration's tensor glob: the parameter row judges "param", the absmax and codes rows the moments
-            judged = ("param",) if metric == QUANTIZED_PARAM_ERR_EPS else tuple(q["moments"])
-            covering = next((d for d in declared_ if any(fnmatch.fnmatchcase(t, d.tensor) for t in judged)), None)
-            if covering is not None and covering.max_err_eps is not None and value > covering.max_err_eps:
-                covering, detail = None, (f"{detail}; beyond {covering.finding}'s declared bound of "
-                                          f"{covering.max_err_eps:g} eps, so not the known deviation")
-            status = declared_status("pass" if ok else "fail", covering)
-            rows.append(row(case.labels, check=self.name, metric=metric, value=value, status=status, detail=detail,
-                            step=len(taken), finding=covering.finding if covering and status != "pass" else ""))
+        rows = verdict_rows(case.labels, self.name, len(taken), tallies, {s.name: s for s in workload.specs},
+                            declared_, ROUNDING + _grid(q), tuple(q["moments"]))
+        total = sum(tallies.values(), Tally())
         price = free.price({n: taken[-1][n]["param"] for n in params}, len(taken))
         rows += [row(case.labels, check=self.name, metric=metric, value=value, status="info", detail=detail,
                      step=len(taken)) for metric, value, detail in price]
@@ -259,8 +228,8 @@ class QuantizedCheck:
         shown = next((s for s in ("fail", "xpass", "xfail") if s in statuses), "pass").upper()
         finding = next((f" ({r['finding']})" for r in rows if r["finding"]), "")
         line = (f"  {shown:5} quantized {case.impl_name:>10} {case.dtype:>8} {case.hset.name:<20} "
-                f"{len(params)} parameters x {len(taken)} steps: param {worst['param'][0]:.3g} eps, absmax "
-                f"{worst['absmax'][0]:.3g} eps, {differ:,} codes differ, {unexplained:,} beyond rounding; "
+                f"{len(params)} parameters x {len(taken)} steps: param {total.param[0]:.3g} eps, absmax "
+                f"{total.absmax[0]:.3g} eps, {total.differ:,} codes differ, {total.unexplained:,} beyond rounding; "
                 f"the price of quantization {price[0][1]:.3g} of the updates{finding}")
         return Outcome(rows, line)
 

@@ -102,6 +102,25 @@ class StuckStepAdamW8bit(NumpyAdamW8bit):
         self.state[p]["step"] = 0
 
 
+class MemoryOrderAdamW8bit(NumpyAdamW8bit):
+    """Mutant (bitsandbytes on CUDA, F77): a parameter's codes are held with the strides it had at its first step
+    (``zeros_like``) but stepped in memory order, against the parameter's own order: its steps stay consistent, the
+    codes read as the tensors they are belong to other elements wherever the parameter is not contiguous."""
+
+    def _step8(self, p, hp: dict):
+        state = self.state[p]
+        held = {k: state[f"state{k}"] for k in (1, 2)} if state else {
+            k: torch.zeros_like(p, dtype=torch.uint8) for k in (1, 2)}
+        in_memory = {k: torch.as_strided(t, p.shape, torch.empty(p.shape).stride()) for k, t in held.items()}
+        if state:
+            for k in (1, 2):
+                state[f"state{k}"] = in_memory[k].clone()  # what the kernel reads: the memory, in p's order
+        super()._step8(p, hp)
+        for k in (1, 2):
+            in_memory[k].copy_(state[f"state{k}"])  # written back as the kernel writes: the memory, in p's order
+            state[f"state{k}"] = held[k]
+
+
 class NumpyAdamW8bitSubclassState(NumpyAdamW8bit):
     """Control: torchao's AdamW8bit's state layout and quantizer (no torchao): a parameter of at least 4096 elements
     in whole blocks of 256 keeps each moment as a tensor (its dequantized value) carrying ``codes``, ``scale`` (each
@@ -254,14 +273,15 @@ _SUBCLASS_STATE_SPEC = {"dtypes": ["float32"], "quantized": {
         "exp_avg_sq": ["exp_avg_sq.codes", "exp_avg_sq.scale", "exp_avg_sq.qmap"]}}}
 _LION_SPEC = {"dtypes": ["float32"],
               "quantized": {**_QUANTIZED, "moments": {"exp_avg": ["state1", "absmax1", "qmap1"]}}}
-MUTANTS = {"WrongBeta2AdamW8bit": "adamw", "StuckStepAdamW8bit": "adamw", "WrongBeta1Lion8bit": "lion",
+MUTANTS = {"WrongBeta2AdamW8bit": "adamw", "StuckStepAdamW8bit": "adamw", "MemoryOrderAdamW8bit": "adamw",
+           "WrongBeta1Lion8bit": "lion",
            "NoTrustRatioLamb8bit": "lamb", "WrongMapAdamW8bitSubclassState": "adamw"}
 CONTROLS = {"NumpyAdamW8bit": "adamw", "NumpyLion8bit": "lion", "NumpyLamb8bit": "lamb",
             "NumpyAdamW8bitSubclassState": "adamw"}
 EXISTS_AT = dict.fromkeys([*MUTANTS, *CONTROLS], ("float32",))
 CAUGHT_BY = dict.fromkeys(MUTANTS, "quantized")
 # the candidate spec each is judged through (a spec file's keys but class): its quantized state's layout
-SPECS = {**dict.fromkeys(["NumpyAdamW8bit", "WrongBeta2AdamW8bit", "StuckStepAdamW8bit", "NumpyLamb8bit",
-                          "NoTrustRatioLamb8bit"], _ADAMW_SPEC),
+SPECS = {**dict.fromkeys(["NumpyAdamW8bit", "WrongBeta2AdamW8bit", "StuckStepAdamW8bit", "MemoryOrderAdamW8bit",
+                          "NumpyLamb8bit", "NoTrustRatioLamb8bit"], _ADAMW_SPEC),
          **dict.fromkeys(["NumpyLion8bit", "WrongBeta1Lion8bit"], _LION_SPEC),
          **dict.fromkeys(["NumpyAdamW8bitSubclassState", "WrongMapAdamW8bitSubclassState"], _SUBCLASS_STATE_SPEC)}
