@@ -208,14 +208,16 @@ class ExitsSGD(_DiesOnThirdStep):
 class ExitsOnEmptySGD(torch.optim.SGD):
     """A correct SGD that, like bitsandbytes on CUDA (F76), prints a C library's last words and ends its process
     (``os._exit``) when a parameter with a gradient has no elements; ``OPTBENCH_TEST_EXIT`` is the status (0: it
-    steps them, fixed), ``OPTBENCH_TEST_EXIT_SAYS`` the words."""
+    steps them, fixed), ``OPTBENCH_TEST_EXIT_SAYS`` the words, ``OPTBENCH_TEST_EXIT_ALWAYS=1`` at every step."""
 
     def step(self, closure=None):
         import os
         import sys
 
         code = int(os.environ.get("OPTBENCH_TEST_EXIT", "1"))
-        if code and any(p.grad is not None and p.numel() == 0 for g in self.param_groups for p in g["params"]):
+        always = os.environ.get("OPTBENCH_TEST_EXIT_ALWAYS") == "1"  # hostile: the same end on any parameters
+        if code and (always or any(p.grad is not None and p.numel() == 0
+                                   for g in self.param_groups for p in g["params"])):
             says = os.environ.get("OPTBENCH_TEST_EXIT_SAYS", "Error invalid argument at line 7 in file fake_ops.cu")
             print(says, file=sys.stderr, flush=True)
             os._exit(code)

@@ -4,7 +4,6 @@ only where the parent's own plan says so: the status, the last words and the imp
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -84,33 +83,17 @@ def test_once_it_no_longer_ends_the_process_the_declaration_xpasses(tmp_path, mo
                                                                    if r["check"] == "deviation")
 
 
-def test_the_parent_believes_a_worker_only_where_its_own_plan_agrees():
-    """What a worker says it may end by is checked against the parent's suite: a forged index, another status or
-    an implementation the declaration does not name is no declared end."""
-    from optbench.engine.blueprint import Entry
-    from optbench.engine.declared_exits import declared_exit
-    from optbench.suite.spec import Deviation
-
-    exits = Deviation(finding="FX1", reason="r", impl="candidate:lib.*", size="zero", exits=1, stderr="ops[.]cu")
-    raises = Deviation(finding="FX2", reason="r", impl="*", size="zero", raises="RuntimeError")
-    suite = SimpleNamespace(name="sgd", deviations=(raises, exits),
-                            deviations_for=lambda impl, dtype, hparams, check: [
-                                d for d in (raises, exits) if d.matches_case(impl.name, dtype, hparams)
-                                and d.covers(impl)])
-    labels = {"suite": "sgd", "optimizer": "SGD", "impl": "candidate:lib.Opt", "dtype": "float32",
-              "hparams": "default", "device": "cpu", "workload": ""}
-    blueprint = SimpleNamespace(entries=[Entry("deviations", labels, "g", False)], candidate="candidate:lib.Opt",
-                                judging={"inherits_deviations": False})
-    planner = SimpleNamespace(suites=[suite])
-    assert declared_exit(planner, blueprint, 0, [1], 1, "x\nError in ops.cu")[0][0]["status"] == "xfail"
-    assert declared_exit(planner, blueprint, 0, [0], 1, "ops.cu") is None  # a raise declaration, not an exit
-    assert declared_exit(planner, blueprint, 0, [7], 1, "ops.cu") is None  # no such declaration
-    assert declared_exit(planner, blueprint, 0, [1], 2, "ops.cu") is None  # another status
-    assert declared_exit(planner, blueprint, 0, [1], -11, "ops.cu") is None  # a signal
-    assert declared_exit(planner, blueprint, 0, [1], 1, "Segmentation fault") is None  # other last words
-    other = SimpleNamespace(**{**vars(blueprint), "entries": [Entry("deviations", {**labels, "impl": "for-loop"},
-                                                                    "g", False)]})
-    assert declared_exit(planner, other, 0, [1], 1, "ops.cu") is None  # torch's variant: not what it names
+def test_a_case_the_declaration_does_not_stand_for_ending_the_same_way_stays_an_error(tmp_path, monkeypatch):
+    """The parent asks its own plan which case a dead worker ran, never the worker: a candidate that ends its
+    process with the declared status and words at every step (its parity cases too) gets the xfail only for the
+    deviations case of the declared parameters; its parity case is the error a death is, and the run fails."""
+    monkeypatch.delenv("OPTBENCH_TEST_EXIT", raising=False)
+    monkeypatch.setenv("OPTBENCH_TEST_EXIT_ALWAYS", "1")
+    code, rows = run(tmp_path, config_dir(tmp_path))
+    assert code == 1
+    assert deviation_rows(rows) == [("xfail", "FX1")]
+    assert {r["check"] for r in rows if r["metric"] == "case.error" and "exited with code 1" in r["detail"]} == {
+        "parity"}
 
 
 def test_a_declared_exit_names_its_parameters_and_no_raise():
@@ -119,11 +102,13 @@ def test_a_declared_exit_names_its_parameters_and_no_raise():
     from optbench.suite.spec import Deviation
 
     def parsed(**extra):
-        return Deviation.from_config(OmegaConf.create({"finding": "FX", "reason": "r", **extra}))
+        return Deviation.from_config(OmegaConf.create({"finding": "FX", "reason": "r", "impl": "candidate:lib.*",
+                                                       **extra}))
     assert parsed(size="zero", exits=1, stderr="ops").exits == 1
     for bad, says in (({"exits": 1}, "name the parameters"), ({"size": "zero", "exits": 0}, "not an exit status"),
                       ({"size": "zero", "exits": 1, "raises": "RuntimeError"}, "raises and exits together"),
                       ({"size": "zero", "stderr": "ops"}, "stderr: is the last words"),
-                      ({"size": "zero", "exits": True}, "not an exit status")):
+                      ({"size": "zero", "exits": True}, "not an exit status"),
+                      ({"size": "zero", "exits": 1, "impl": "foreach"}, "declared for candidates only")):
         with pytest.raises(ValueError, match=says):
             parsed(**bad)

@@ -114,13 +114,6 @@ class DeviationsCheck:
     def group(self, case: Case) -> tuple:
         return (case.suite.name, self.name)
 
-    def declared_exits(self, case: Case, ctx: RunContext) -> list[int]:
-        """The declaration a case of this check stands for, where it says the step ends the process (``exits``):
-        its worker's death with that status is then this case's xfail (the parent checks it, ``engine.pool``)."""
-        d = case.suite.deviations[int(case.label)]
-        covered = d.covers(case.impl) and fnmatch.fnmatchcase(case.impl_name, d.impl)
-        return [int(case.label)] if d.exits is not None and covered else []
-
     @staticmethod
     def _alone(suite: Suite, hset, d: Deviation, ctx: RunContext):
         """The hparam set's workload (2 steps) with only the parameters the deviation names."""

@@ -60,7 +60,7 @@ def declared_raise(case: Case, ctx: RunContext, exc: Exception):
                 None)
 
 
-def declared_exit(case: Case, ctx: RunContext):
+def declared_exit_on(case: Case, ctx: RunContext):
     """The suite's deviation that says stepping a parameter of the case's timing workload ends the process
     (``exits``), if any: such an edge case is not stepped (its timing set would die with it); the deviations
     check steps those parameters alone."""
@@ -120,7 +120,7 @@ class SpeedCheck:
         return (case.suite.name, self.name)
 
     def run(self, case: Case, ctx: RunContext) -> Outcome:
-        ends = declared_exit(case, ctx)
+        ends = declared_exit_on(case, ctx)
         if ends is not None:
             detail = (f"{ends.finding}: not stepped: stepping its parameters ends the process (exit {ends.exits}), "
                       "as declared; the deviations check steps them alone")
@@ -171,6 +171,6 @@ class SpeedCheck:
             ctx.scratch.pop("speed.set", None)  # the previous set's optimizers freed before the next is built
             members = [c for c in self.cases(case.suite, ctx) if c.dtype == case.dtype
                        and ctx.takes_part(c.impl, self.name)  # as planned: no compiled one where it is not
-                       and declared_exit(c, ctx) is None]
+                       and declared_exit_on(c, ctx) is None]
             ctx.scratch["speed.set"] = held = TimedSet.measure(key, members, ctx)
         return held

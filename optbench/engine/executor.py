@@ -87,13 +87,13 @@ class Executor:
         """Run one unit's ``requests`` (``[index, "run" | "replay", {crashed part: how}]`` into ``plan``, as
         ``Unit.requests`` gives them), from a fresh unit state unless ``fresh`` is False; yields
         ``(index, mode, rows, line)`` per request (a replay only rebuilds the scratch a later case reads: its rows
-        are not recorded). ``started(index, exits)`` is called as each case begins (``exits``: the declarations it
-        may end the process by, ``declared_exits``), ``progress(index, what)`` as the case says which part runs."""
+        are not recorded). ``started(index)`` is called as each case begins, ``progress(index, what)`` as the case
+        says which part of it runs."""
         if fresh:
             self.reset_for_unit()
         for index, mode, *crashed in requests:
             if started is not None:
-                started(index, self.declared_exits(*plan[index]))
+                started(index)
             quiet = self.ctx.progress
             if progress is not None:
                 self.ctx.progress = lambda what, i=index: progress(i, what)
@@ -104,13 +104,6 @@ class Executor:
                 yield (index, mode, *self.execute(*plan[index]))
             finally:
                 self.ctx.progress, self.ctx.crashed, self.ctx.recording_to = quiet, {}, None
-
-    def declared_exits(self, check, case: Case) -> list[int]:
-        """The indices, in the case's suite's deviations, of the declarations saying this case's step ends the
-        process (``exits``; a check that can meet one says so, ``declared_exits``): sent to the parent before the
-        case runs, which checks them against its own plan if the worker then dies (``engine.pool``)."""
-        ask = getattr(check, "declared_exits", None)
-        return list(ask(case, self.ctx)) if ask is not None else []
 
     def execute(self, check, case: Case) -> tuple[list[dict], str]:
         """Run one case here: its rows (an exception, ``SystemExit`` included, becomes an ``error`` row) and

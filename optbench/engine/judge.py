@@ -308,11 +308,15 @@ class Judge:
 
     def _context(self) -> RunContext:
         if self._ctx is None:
-            p = self.planner
-            self._ctx = RunContext(settings=p.settings, device=p.device, steps=p.steps, seed=p.seed, impls={},
-                                   dtypes=p.dtypes, compile_dtypes=None, checks=tuple(p.selected_checks()),
-                                   candidate_name=self.blueprint().candidate or "")
+            self._ctx = self.new_context()
         return self._ctx
+
+    def new_context(self) -> RunContext:
+        """A context to plan the run's cases in, the judging thread's aside."""
+        p = self.planner
+        return RunContext(settings=p.settings, device=p.device, steps=p.steps, seed=p.seed, impls={}, dtypes=p.dtypes,
+                          compile_dtypes=None, checks=tuple(p.selected_checks()),
+                          candidate_name=self.blueprint().candidate or "")
 
     def _error(self, index: int, detail: str) -> tuple[list[dict], str]:
         return error_outcome(self.blueprint().labels_of(index), detail)

@@ -7,9 +7,9 @@ which first replays the unit's finished cases (without recording them again) to 
 later cases read. A unit whose worker dies twice records its remaining cases as not run. A death in a part the
 case named (``RunContext.part``: a round-trip scenario) is not yet the case's: the case runs again in a fresh
 worker and records that part as an error row naming how the worker died there, up to ``CRASHED_PARTS`` parts. A
-death a suite declares (``exits``: the code under test ends the process with that status on the parameters the case
-steps, as its worker said before running it) is that case's xfail once the parent's ``declared_exit`` confirms it
-against its own plan; it counts as no death of the unit.
+death a suite declares (``exits``: a candidate ends the process with that status on the parameters the case steps)
+is that case's xfail where the parent's own plan says so (``engine.declared_exits``); it counts as no
+death of the unit.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from optbench.engine.blueprint import error_outcome
+from optbench.engine.declared_exits import declared_exit
 from optbench.engine.units import Unit
 from optbench.engine.worker_handle import START_TIMEOUT_S, Worker, WorkerStartError, how_it_ended, stop_groups
 from optbench.rows import bounded
@@ -37,11 +38,8 @@ class Pool:
     the parent still plans."""
 
     def __init__(self, jobs: int, init: dict, logs: Path, timeout_s: float, labels_of: Callable[[int], dict],
-                 record: Callable[[int, list[dict], str], None], fingerprint: Callable[[], str], judge=None,
-                 declared_exit: Callable[[int, list[int], int | None, str], tuple | None] | None = None):
+                 record: Callable[[int, list[dict], str], None], fingerprint: Callable[[], str], judge=None):
         self.jobs, self.init, self.logs, self.timeout_s = max(1, jobs), init, logs, float(timeout_s)
-        # ``declared_exit(index, said, code, stderr)``: (rows, line) where the case's death is a declared one
-        self.declared_exit = declared_exit
         self.labels_of, self.record, self.fingerprint = labels_of, record, fingerprint
         self.events: queue.Queue = queue.Queue()
         # ``judge(events)``: the run's ``engine.judge.Judge`` (a candidate's parity verdicts), told where to report
@@ -131,7 +129,6 @@ class Pool:
             raise WorkerStartError(f"a worker could not build the run: {event['error']}")
         elif kind == "start":
             worker.current, worker.started_at, worker.doing = event["index"], time.monotonic(), ""
-            worker.exits = [int(k) for k in event.get("exits", ())]
         elif kind == "progress":
             if event.get("index") == worker.current:
                 worker.doing = bounded(str(event.get("what", "")), 200)
@@ -173,8 +170,8 @@ class Pool:
         self._retire(worker)
         tail = worker.stderr_tail()
         running = index is not None and index not in unit.done
-        declared = (self.declared_exit(index, worker.exits, worker.proc.returncode, tail)
-                    if running and worker.exits and self.declared_exit is not None else None)
+        declared = (declared_exit(self.judge, index, worker.proc.returncode, tail)
+                    if running and self.judge is not None else None)
         if declared is not None:  # the end its suite declares for this case: recorded, the unit goes on
             self.record(index, *declared)
             unit.lost.append(index)

@@ -25,7 +25,6 @@ from omegaconf import DictConfig, OmegaConf
 from optbench.adapters.quantized import declared
 from optbench.cases import Case
 from optbench.engine.blueprint import Blueprint, changed_inputs
-from optbench.engine.declared_exits import declared_exit
 from optbench.engine.executor import Executor, quiet_torch
 from optbench.engine.interrupts import Interrupted, MaxFailuresReached, sigterm_interrupts
 from optbench.engine.judge import Judge
@@ -200,9 +199,7 @@ class SuiteRun:
     def pool(self, init: dict, record, jobs: int | None = None) -> Pool:
         """Worker processes (``jobs``, else the run's) for this run's plan, each finished case to ``record``."""
         return Pool(jobs or self.jobs, init, self.results.out_dir / "workers", self.case_timeout_s, self.labels_of,
-                    record, self.plan_fingerprint, self._judge if self.candidate_in_workers else None,
-                    lambda index, said, code, stderr: declared_exit(self.planner, self.blueprint(), index, said, code,
-                                                                    stderr))
+                    record, self.plan_fingerprint, self._judge if self.candidate_in_workers else None)
 
     def _judge(self, events) -> Judge:
         """The judge of the candidate's parity cases (``engine.judge``), reporting to a pool's ``events``."""

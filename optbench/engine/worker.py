@@ -69,8 +69,8 @@ def serve(requests, out) -> None:
             _send(out, _plan(request, lambda phase: _send(out, {"ev": phase})))
             os._exit(0)  # whatever threads the code under test left: this process answered, it is done
         elif request["op"] == "unit":  # fresh: False goes on from the last unit's state (the pytest gate's items)
-            def started(index: int, exits: list[int]) -> None:
-                _send(out, {"ev": "start", "index": index} | ({"exits": exits} if exits else {}))
+            def started(index: int) -> None:
+                _send(out, {"ev": "start", "index": index})
 
             def progress(index: int, what: str) -> None:
                 _send(out, {"ev": "progress", "index": index, "what": str(what)})  # (the parent bounds it)

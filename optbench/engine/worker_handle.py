@@ -95,7 +95,6 @@ class Worker:
         self.unit: Unit | None = None
         self.current: int | None = None  # the plan index of the case running now
         self.doing = ""  # the part of that case it said runs now (a round-trip scenario): named if it dies there
-        self.exits: list[int] = []  # declarations its case said may end the process (``declared_exits``)
         self.started_at = 0.0
         self.born = time.monotonic()  # a worker not ready START_TIMEOUT_S after this ends the run
         self.ready = False

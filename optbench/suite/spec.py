@@ -274,6 +274,9 @@ def _exit_status(c) -> int | None:
         return None
     if raises:
         raise ValueError(f"{c.get('finding')}: raises and exits together: a step either raises or ends the process")
+    if not str(c.get("impl") or "").startswith("candidate:"):
+        raise ValueError(f"{c.get('finding')}: exits: declared for candidates only (impl: candidate:...): torch's "
+                         "variants raise")
     if all(str(c.get(k) or default) == default for k, default in (("fqn", "*"), ("size", "any"), ("kind", "*"))):
         raise ValueError(f"{c.get('finding')}: exits: name the parameters whose step ends the process (fqn, size or "
                          "kind): they are stepped alone, where the worker's end is the declared one")
