@@ -5,13 +5,15 @@ dequantized moments (``reference_step``: LAMB, AdEMAMix), taken from the impleme
 
 The state of an 8-bit optimizer is, per moment, uint8 codes of the parameter's shape, the absolute maximum of each
 block of ``blocksize`` consecutive elements, and the map the codes index (``_quantization``: the signed dynamic map
-for the first moment, the unsigned one for the second). A step dequantizes both moments, updates them in 32-bit
-arithmetic (here float64) as Adam does, updates the parameter from the updated moments, not yet quantized, and
-quantizes the moments again with a fresh absmax per block. With decoupled weight decay (AdamW) the parameter first
-shrinks by ``lr * weight_decay``; the bias corrections are those of Adam (Kingma and Ba, 2015). Lion keeps one
-moment (the signed map): it steps by the sign of ``beta1 m + (1 - beta1) g`` from the dequantized ``m``, then updates
-``m`` with ``beta2`` and quantizes it again; where that sum is within rounding of 0 the implementation's sign is its
-arithmetic's (``decisions``: the sum and the magnitude its rounding scales with, as in ``lion.decisions``).
+for the first moment, the unsigned one for the second). The same steps take 4-bit and FP8 block-wise state, whose
+codes index another sorted map (``scheme_map``; torchao's ``AdamW4bit`` and ``AdamWFp8``). A step dequantizes both
+moments, updates them in 32-bit arithmetic (here float64) as Adam does, updates the parameter from the updated
+moments, not yet quantized, and quantizes the moments again with a fresh absmax per block. With decoupled weight
+decay (AdamW) the parameter first shrinks by ``lr * weight_decay``; the bias corrections are those of Adam (Kingma
+and Ba, 2015). Lion keeps one moment (the signed map): it steps by the sign of ``beta1 m + (1 - beta1) g`` from the
+dequantized ``m``, then updates ``m`` with ``beta2`` and quantizes it again; where that sum is within rounding of 0
+the implementation's sign is its arithmetic's (``decisions``: the sum and the magnitude its rounding scales with, as
+in ``lion.decisions``).
 
 Judged one step at a time from the implementation's own state, the comparison is in the quantizer's units: the
 parameter's update to float tolerance, the new absmax to float tolerance, and the new codes equal to the
@@ -27,8 +29,8 @@ from functools import partial
 
 import numpy as np
 
-from . import ademamix, lamb
-from ._quantization import dequantize_blockwise, disagreement_distance, dynamic_map, quantize_blockwise
+from . import _float8, ademamix, lamb
+from ._quantization import dequantize_blockwise, disagreement_distance, dynamic_map, linear_map, quantize_blockwise
 
 BLOCKSIZE = 256  # the block size of the 8-bit optimizers' state (bitsandbytes' optimizers, the paper's Section 2)
 
@@ -157,15 +159,27 @@ class QuantizedStep:
     options: frozenset
     nonzero: tuple[str, ...] = ()  # options without which there is no state to quantize (SGD's momentum)
 
-    def maps(self) -> dict:
-        """``map<k>`` of each moment: the signed or the unsigned dynamic map."""
-        return {f"map{k}": dynamic_map(signed) for k, (_, signed) in enumerate(self.moments, start=1)}
+    def maps(self, scheme: str = "blockwise_8bit") -> dict:
+        """``map<k>`` of each moment under ``scheme`` (``scheme_map``)."""
+        return {f"map{k}": scheme_map(scheme, signed) for k, (_, signed) in enumerate(self.moments, start=1)}
 
     def zero_state(self, shape: tuple, blocksize: int) -> dict:
         """The state before the first step: zero moments (absmax 0: every code dequantizes to 0)."""
         blocks = -(-int(np.prod(shape)) // int(blocksize))
         return {"step": 0, **{key: value for k in range(1, len(self.moments) + 1) for key, value in (
             (f"codes{k}", np.zeros(shape, np.uint8)), (f"absmax{k}", np.zeros(blocks)))}}
+
+
+def scheme_map(scheme: str, signed: bool) -> np.ndarray:
+    """The sorted map a moment's codes index under ``scheme``: ``blockwise_8bit``, the signed or unsigned dynamic
+    map; ``blockwise_4bit`` (Li et al. 2023), the 4-bit dynamic map for a signed moment and ``linear_map(16)``
+    (no zero) for the second; ``blockwise_fp8``, the E4M3FN values over 448 (``_float8.normalized_map``: the codes
+    in value order, a block's absmax 448 times its scale) for both."""
+    if scheme == "blockwise_4bit":
+        return dynamic_map(True, bits=4) if signed else linear_map(16)
+    if scheme == "blockwise_fp8":
+        return _float8.normalized_map()
+    return dynamic_map(signed)
 
 
 ADAM_MOMENTS = (("exp_avg", True), ("exp_avg_sq", False))  # the paper's: the unsigned map for the second moment

@@ -76,3 +76,30 @@ def boundary_margin(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
     above = np.searchsorted(midpoints, scaled).clip(0, midpoints.size - 1)
     below = (above - 1).clip(0, midpoints.size - 1)
     return np.minimum(np.abs(scaled - midpoints[above]), np.abs(scaled - midpoints[below])).reshape(np.shape(x))
+
+
+# The codes as a sorted map (for the block-wise machinery of ``_quantization``): the 253 distinct finite values,
+# -448 .. -2^-9, 0, 2^-9 .. 448, over 448, so that a block's absmax (scale x 448) multiplies them as it multiplies
+# a dynamic map's entries. Rounding x / absmax to the nearest entry is rounding x / scale to the nearest code (a
+# tie aside: the map's tie rule, not the even mantissa).
+_NEGATIVE = np.arange(0xFE, 0x80, -1, dtype=np.uint8)  # -448 .. -2^-9, ascending
+_POSITIVE = np.arange(0x00, NAN_CODE, dtype=np.uint8)  # 0, 2^-9 .. 448
+_SORTED_CODES = np.concatenate([_NEGATIVE, _POSITIVE])
+_INDEX = np.full(256, 255, dtype=np.uint8)  # NaN codes: 255, an index past the map's end
+_INDEX[_SORTED_CODES] = np.arange(_SORTED_CODES.size, dtype=np.uint8)
+_INDEX[0x80] = _INDEX[0x00]  # -0 is 0
+
+
+def normalized_map() -> np.ndarray:
+    """The distinct finite E4M3FN values over 448, ascending (253 entries, one 0)."""
+    return decode(_SORTED_CODES) / MAX
+
+
+def map_index(codes: np.ndarray) -> np.ndarray:
+    """Each E4M3FN code's index in ``normalized_map`` (uint8; -0 is 0's; a NaN code 255, past the map's end)."""
+    return _INDEX[np.asarray(codes, dtype=np.uint8)]
+
+
+def map_codes(indices: np.ndarray) -> np.ndarray:
+    """The E4M3FN code of each index of ``normalized_map`` (the inverse of ``map_index``; 0 as +0)."""
+    return _SORTED_CODES[np.asarray(indices, dtype=np.int64)]

@@ -209,9 +209,9 @@ def test_a_moment_may_be_one_of_a_stacked_state_tensor_and_a_malformed_key_is_re
 
     codes = torch.tensor([[[1, 2]], [[3, 4]]], dtype=torch.uint8)
     state = {"state1": codes, "absmax1": torch.tensor([[0.5], [2.0]]), "qmap1": torch.linspace(-1, 1, 256), "step": 3}
-    got = read(Spec, state)
+    got = read(Spec, state, (1, 2))
     assert got["codes2"].tolist() == [[3, 4]] and got["absmax2"].tolist() == [2.0] and got["step"] == 3
-    assert read(Spec, {**state, "state1": codes[:1]}) is None
+    assert read(Spec, {**state, "state1": codes[:1]}, (1, 2)) is None
     with pytest.raises(CandidateSpecError, match=r"'state1\[x\]' is no state key"):
         parse({"scheme": "blockwise_8bit", "moments": {"exp_avg": ["state1[x]", "absmax1", "qmap1"]}}, "spec")
 
@@ -267,9 +267,9 @@ def test_a_subclass_layout_reads_attributes_and_its_rules_are_checked():
     assert quantizes(Spec, 4096) and not quantizes(Spec, 4096 + 128) and not quantizes(Spec, 2048)
     moment = torch.zeros(2)
     moment.codes, moment.scale, moment.qmap = torch.tensor([7, 9], dtype=torch.uint8), torch.ones(1), torch.zeros(256)
-    got = read(Spec, {"exp_avg": moment, "step": torch.tensor(2.0)})
+    got = read(Spec, {"exp_avg": moment, "step": torch.tensor(2.0)}, (2,))
     assert got["codes1"].tolist() == [7, 9] and got["absmax1"].tolist() == [1.0] and got["step"] == 2
-    assert read(Spec, {"exp_avg": torch.zeros(2), "step": 1}) is None  # no codes attribute: no quantized state
+    assert read(Spec, {"exp_avg": torch.zeros(2), "step": 1}, (2,)) is None  # no codes attribute: no quantized state
     for bad in ({"ties": "nearest"}, {"floor": -1}, {"whole_blocks": "yes"}, {"floor": True}):
         with pytest.raises(CandidateSpecError, match="ties down or up, floor a number"):
             parse({"scheme": "blockwise_8bit", "moments": moments, **bad}, "spec")

@@ -34,7 +34,8 @@ def by_name(results: dict) -> dict:
 def test_every_scenario_passes_by_name_and_torch_is_caught_misattributing(tmp_path):
     results = run_scenarios(tmp_path, "adamw", "[for-loop,foreach]")
     statuses = by_name(results)
-    assert {s.name for s in SCENARIOS} == {name for _, name in statuses}
+    # every scenario but those between a quantized candidate and its library's full-precision class
+    assert {s.name for s in SCENARIOS if not s.counterpart} == {name for _, name in statuses}
     assert {s for s in statuses.values()} <= {"pass", "skip"}, [k for k, s in statuses.items()
                                                                 if s not in ("pass", "skip")]
     assert statuses[("for-loop", "cross_implementation")] == "pass"  # saved by foreach

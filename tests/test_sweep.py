@@ -173,7 +173,8 @@ def test_a_glob_sweep_is_the_explicit_list_hydra_would_sweep():
     from optbench.config import expand_globs
 
     assert expand_globs(["+matrix=glob(*lion*)", "steps=3"]) == {
-        "+matrix=glob(*lion*)": "+matrix=bitsandbytes_lion,bitsandbytes_lion8bit,deepspeed_lion,lion_pytorch,pytorch_optimizer_lion"}
+        "+matrix=glob(*lion*)": "+matrix=bitsandbytes_lion,bitsandbytes_lion8bit,deepspeed_lion,lion_pytorch,"
+                                "pytorch_optimizer_lion"}
     assert expand_globs(["suite=glob(ada*,exclude=adamax)"])["suite=glob(ada*,exclude=adamax)"].startswith(
         "suite=adabelief,adadelta,adafactor,adagrad,adam,adamw,adan")
 

@@ -1,5 +1,5 @@
-"""F75: torchao 0.18's AdamW8bit raises at the first step of a non-contiguous parameter (a transposed weight) when
-beta1 <= 0.5.
+"""F75: torchao 0.18's AdamW8bit (and AdamW4bit and AdamWFp8, whose state is written back the same way) raises at
+the first step of a non-contiguous parameter (a transposed weight) when beta1 <= 0.5.
 
 Its step computes the new first moment as ``exp_avg.float().lerp(grad, 1 - beta1)`` and writes it back into the 8-bit
 state with ``copy_``, which quantizes through ``input.view(-1, block_size)``. A lerp whose weight is 0.5 or more takes
@@ -17,7 +17,7 @@ import torch
 
 warnings.filterwarnings("ignore")
 try:
-    from torchao.optim import AdamW8bit
+    from torchao.optim import AdamW4bit, AdamW8bit, AdamWFp8
 except ImportError:
     print("cannot run: torchao is not installed", file=sys.stderr)
     sys.exit(2)
@@ -25,7 +25,7 @@ except ImportError:
 
 def steps(cls, betas) -> str:
     torch.manual_seed(0)
-    p = torch.nn.Parameter(torch.randn(128, 32).t())  # non-contiguous, 4096 elements: 8-bit state
+    p = torch.nn.Parameter(torch.randn(128, 32).t())  # non-contiguous, 4096 elements: quantized state
     optimizer = cls([p], lr=1e-3, betas=betas)
     try:
         for _ in range(2):
@@ -38,12 +38,12 @@ def steps(cls, betas) -> str:
 
 
 broken = False
-for cls in (torch.optim.AdamW, AdamW8bit):
+for cls in (torch.optim.AdamW, AdamW8bit, AdamW4bit, AdamWFp8):
     for betas in ((0.9, 0.999), (0.5, 0.999)):
         what = steps(cls, betas)
         print(f"{cls.__module__}.{cls.__name__}, betas {betas}, a transposed parameter: {what}")
-        broken |= cls is AdamW8bit and what != "steps"
+        broken |= cls is not torch.optim.AdamW and what != "steps"
 if broken:
-    print("F75 present: torchao's AdamW8bit cannot step a non-contiguous parameter with beta1 <= 0.5")
+    print("F75 present: torchao's low-bit AdamW cannot step a non-contiguous parameter with beta1 <= 0.5")
     sys.exit(1)
 print("F75 absent")

@@ -13,6 +13,15 @@
                                    # default: bitsandbytes) or the upper one (up: torchao)
       floor: 0                     # optional: a block's scale is at least this (as a float32): torchao's 1e-12
       whole_blocks: false          # optional: only a parameter of whole blocks keeps quantized state (torchao)
+      full_precision: bitsandbytes.optim.AdamW   # optional: the library's full-precision class of the algorithm:
+                                   # the round-trip loads this one's state into it and its state into this one
+
+The other schemes, torchao's (``torchao.optim.AdamW4bit``, ``AdamWFp8``)::
+
+    scheme: blockwise_4bit         # 4-bit codes, two a byte, the first in the high nibble (a flat uint8 tensor);
+                                   # the 4-bit dynamic map (signed moment) or linear_map(16) (the second moment)
+    scheme: blockwise_fp8          # E4M3FN codes (float8_e4m3fn, the parameter's shape), a scale per block,
+    moments: {exp_avg: [exp_avg.codes, exp_avg.scale], ...}   # absmax / 448, and no map: [codes, scale]
 
 A key may index a stacked state tensor: ``state1[0]`` is the first of the moments bitsandbytes' AdEMAMix8bit keeps
 stacked in ``state1`` (``absmax1[0]`` its absmax), ``state1[1]`` the second; or name an attribute of a state tensor:
@@ -32,12 +41,16 @@ import numpy as np
 import torch
 
 from optbench.adapters.registry import CandidateSpecError, adapter_key, reject_unknown
-from optbench.reference._quantization import Blocks
+from optbench.reference._float8 import MAX as FP8_MAX
+from optbench.reference._float8 import map_index, normalized_map
+from optbench.reference._quantization import Blocks, unpack_nibbles
 
-KEYS = {"scheme", "blocksize", "min_size", "moments", "grid", "ties", "floor", "whole_blocks"}
+KEYS = {"scheme", "blocksize", "min_size", "moments", "grid", "ties", "floor", "whole_blocks", "full_precision"}
 # state1, state1[0] (the first of a stacked tensor) or exp_avg.codes (an attribute of a tensor subclass)
 STATE_KEY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>\d+)\]|\.(?P<attr>[A-Za-z_][A-Za-z0-9_]*))?")
-SCHEMES = ("blockwise_8bit",)
+SCHEMES = ("blockwise_8bit", "blockwise_4bit", "blockwise_fp8")
+KEYS_PER_MOMENT = {"blockwise_fp8": 2}  # [codes, scale]: an FP8 code is its own value (no map); the others 3
+CODE_BYTES = {"blockwise_8bit": 1.0, "blockwise_4bit": 0.5, "blockwise_fp8": 1.0}  # a code's storage per element
 
 
 @adapter_key("quantized")
@@ -52,11 +65,12 @@ def parse(value, source: str) -> dict:
         blocksize, min_size = int(value.get("blocksize", 256)), int(value.get("min_size", 0))
     except (TypeError, ValueError):
         raise CandidateSpecError(f"{source}: quantized.blocksize and min_size: whole numbers") from None
-    moments = value.get("moments") or {}
+    moments, per_moment = value.get("moments") or {}, KEYS_PER_MOMENT.get(scheme, 3)
     if blocksize < 1 or min_size < 0 or not isinstance(moments, Mapping) or not moments or not all(
-            isinstance(keys, (list, tuple)) and len(keys) == 3 for keys in moments.values()):
+            isinstance(keys, (list, tuple)) and len(keys) == per_moment for keys in moments.values()):
         raise CandidateSpecError(f"{source}: quantized: blocksize >= 1, min_size >= 0 and moments (the reference's "
-                                 "name of each -> its [codes, absmax, map] state keys)")
+                                 "name of each -> its " + ("[codes, scale]" if per_moment == 2 else
+                                                           "[codes, absmax, map]") + " state keys)")
     bad = [str(k) for keys in moments.values() for k in keys if not STATE_KEY.fullmatch(str(k))]
     if bad:
         raise CandidateSpecError(f"{source}: quantized.moments: {bad[0]!r} is no state key (a name, name[i] for "
@@ -69,9 +83,18 @@ def parse(value, source: str) -> dict:
             or not isinstance(whole, bool):
         raise CandidateSpecError(f"{source}: quantized: ties down or up, floor a number >= 0, whole_blocks true or "
                                  "false")
+    full = value.get("full_precision")
+    if full is not None and not (isinstance(full, str) and "." in full):
+        raise CandidateSpecError(f"{source}: quantized.full_precision={full!r}: a class's dotted path")
     return {"scheme": scheme, "blocksize": blocksize, "min_size": min_size, "grid": grid, "ties": ties,
-            "floor": float(np.float32(floor)), "whole_blocks": whole,
+            "floor": float(np.float32(floor)), "whole_blocks": whole, "full_precision": full,
             "moments": {str(m): tuple(str(k) for k in keys) for m, keys in moments.items()}}
+
+
+def full_precision_class(spec) -> str | None:
+    """The dotted path of the library's full-precision class the spec names (``quantized.full_precision``), or
+    None."""
+    return (declared(spec) or {}).get("full_precision")
 
 
 def blocks(q: dict) -> Blocks:
@@ -96,23 +119,46 @@ def full_precision(spec, workload):
     return workload.restricted(lambda s: not quantizes(spec, s.numel)) if declared(spec) else workload
 
 
-def read(spec, state: Mapping) -> dict | None:
-    """One parameter's quantized state as the reference's step takes it: per declared moment ``k`` (in the spec's
-    order, from 1), ``codes<k>``,
-    ``absmax<k>`` and ``map<k>`` (float64 NumPy, codes as uint8), and ``step``; None where it holds none yet (before
-    its first step) or not quantized state (a float tensor where the codes should be)."""
+def read(spec, state: Mapping, shape: tuple) -> dict | None:
+    """One parameter's (of ``shape``) quantized state as the reference's step takes it: per declared moment ``k`` (in
+    the spec's order, from 1), ``codes<k>`` (uint8 indices of ``map<k>``, of ``shape``: 4-bit codes unpacked, FP8
+    codes as the index of their value in ``normalized_map``), ``absmax<k>`` (what multiplies the map: an FP8 scale
+    times 448) and ``map<k>`` (float64 NumPy), and ``step``; None where it holds none yet (before its first step) or
+    not the scheme's quantized state (a float tensor where the codes should be, packed codes of another size)."""
     q = declared(spec)
     out: dict = {}
     for k, keys in enumerate(q["moments"].values(), start=1):
-        codes, absmax, qmap = (_entry(state, key) for key in keys)
-        if not all(isinstance(t, torch.Tensor) for t in (codes, absmax, qmap)) or codes.dtype != torch.uint8:
+        entries = [_entry(state, key) for key in keys]
+        if not all(isinstance(t, torch.Tensor) for t in entries):
             return None
-        out[f"codes{k}"] = codes.detach().cpu().numpy().copy()
-        out[f"absmax{k}"] = absmax.detach().double().cpu().numpy().reshape(-1)
-        out[f"map{k}"] = qmap.detach().double().cpu().numpy().reshape(-1)
+        decoded = _decoded(q["scheme"], *entries, shape)
+        if decoded is None:
+            return None
+        out[f"codes{k}"], out[f"absmax{k}"], out[f"map{k}"] = decoded
     step = state.get("step")
     out["step"] = int(step.item() if isinstance(step, torch.Tensor) else step or 0)
     return out
+
+
+def _decoded(scheme: str, codes: torch.Tensor, scale: torch.Tensor, *qmap_and_shape) -> tuple | None:
+    """(codes, absmax, map) of one moment as NumPy, the codes as indices of the map in the parameter's shape (None:
+    not the scheme's codes)."""
+    *qmap, shape = qmap_and_shape
+    absmax = scale.detach().double().cpu().numpy().reshape(-1)
+    if scheme == "blockwise_fp8":
+        if codes.dtype != torch.float8_e4m3fn or tuple(codes.shape) != tuple(shape):
+            return None
+        bits = codes.detach().cpu().contiguous().view(torch.uint8).numpy()
+        return map_index(bits), absmax * FP8_MAX, normalized_map()
+    if codes.dtype != torch.uint8:
+        return None
+    found = codes.detach().cpu().numpy().copy()
+    if scheme == "blockwise_4bit":
+        numel = int(np.prod(shape, dtype=np.int64))
+        if found.size * 2 != numel:
+            return None
+        found = unpack_nibbles(found).reshape(shape)
+    return found, absmax, qmap[0].detach().double().cpu().numpy().reshape(-1)
 
 
 def as_arrays(quantized: dict) -> dict:

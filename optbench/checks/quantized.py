@@ -9,7 +9,8 @@ with its one moment), the moments quantized again. Per case, over every step and
 ``PARAM_EPS`` of the reference's (in its dtype's eps of the larger of the parameter and the update; Lion's elements
 whose sign rounding decides left out and counted), each block's new absmax within ``ABSMAX_EPS`` float32 eps,
 every new code the reference's but where the value lies within rounding of a boundary between the two codes
-(counted, and those no rounding explains fail), and the maps the documented ones (``dynamic_map``). The other
+(counted, and those no rounding explains fail), and the maps the documented ones (``scheme_map``: 8-bit, 4-bit
+packed two a byte, or FP8 codes read as the index of their value). The other
 parameters keep 32-bit state and are judged by the parity check. What the candidate did is recorded on a tape
 (``checks.tape``) and judged by the parent, which never imports it (``engine.judge``).
 """
@@ -142,7 +143,7 @@ class QuantizedCheck:
             set_gradients(params, workload, i)
             stepper.step()
             return {n: {"param": as_array(p), "state": as_arrays(read(case.impl.spec, stepper.optimizer.state.get(
-                p, {})) or {})} for n, p in params.items()}
+                p, {}), tuple(p.shape)) or {})} for n, p in params.items()}
         raising = [d for d in case.suite.deviations_for(case.impl, case.dtype, case.hset.name, check=self.name)
                    if d.whole_case]
         try:
@@ -182,7 +183,7 @@ class QuantizedCheck:
         before = {n: as_array(p) for n, p in params.items()}
         quantized = STEPS[_reference_name(case.suite)]
         state = {n: quantized.zero_state(tuple(p.shape), blocks(q)) for n, p in params.items()}
-        maps = quantized.maps()
+        maps = quantized.maps(q["scheme"])
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         eps32 = float(np.finfo(np.float32).eps)
         free = FreeRuns(case.suite.reference, quantized, eps, before, hp, q)
@@ -193,6 +194,7 @@ class QuantizedCheck:
                 if not theirs or any(f"codes{k}" not in theirs for k in range(1, len(maps) + 1)):
                     raise ValueError(f"{n} holds no quantized state of {', '.join(q['moments'])} after step "
                                      f"{i + 1}")
+                _check_layout(theirs, maps, p.numel(), q["blocksize"], f"{n} after step {i + 1}")
                 grad = reference_gradient(workload.gradient(i, n, p))
                 free.step(n, grad)
                 ours_p, ours = quantized.step(before[n], grad, {**state[n], **maps}, hp[n], blocks(q))
@@ -201,7 +203,8 @@ class QuantizedCheck:
                 t.decided += left_out
                 t.param = max(t.param, (err, f"{n} at step {i + 1}"))
                 for k, (moment, _) in enumerate(quantized.moments, start=1):
-                    t.wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[f"map{k}"]))
+                    t.wrong_maps += int(np.count_nonzero(theirs[f"map{k}"] != maps[f"map{k}"])) if theirs[
+                        f"map{k}"].shape == maps[f"map{k}"].shape else maps[f"map{k}"].size
                     absmax = np.abs(theirs[f"absmax{k}"] - ours[f"absmax{k}"]) / (
                         eps32 * np.where(ours[f"absmax{k}"] > 0, np.abs(ours[f"absmax{k}"]), 1.0))
                     t.absmax = max(t.absmax, (float(absmax.max()), f"{n}/{moment} at step {i + 1}"))
@@ -232,6 +235,20 @@ class QuantizedCheck:
                 f"{total.absmax[0]:.3g} eps, {total.differ:,} codes differ, {total.unexplained:,} beyond rounding; "
                 f"the price of quantization {price[0][1]:.3g} of the updates{finding}")
         return Outcome(rows, line)
+
+
+def _check_layout(theirs: dict, maps: dict, numel: int, blocksize: int, where: str) -> None:
+    """Raise ValueError where a moment's codes index past its documented map or its scales are not one per block (the
+    reference's step could not take them)."""
+    blocks = -(-numel // blocksize)
+    for k in range(1, len(maps) + 1):
+        codes, absmax = theirs[f"codes{k}"], theirs[f"absmax{k}"]
+        if codes.size and int(codes.max()) >= maps[f"map{k}"].size:
+            raise ValueError(f"{where}: moment {k} holds code {int(codes.max())}, past its map's "
+                             f"{maps[f'map{k}'].size} entries")
+        if absmax.size != blocks:
+            raise ValueError(f"{where}: moment {k} holds {absmax.size} scales, where blocks of {blocksize} make "
+                             f"{blocks}")
 
 
 def _grid(q: dict) -> float:

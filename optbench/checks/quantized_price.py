@@ -23,7 +23,7 @@ class FreeRuns:
         parameters' dtype's; ``start``: the parameters; ``hp``: the reference's options per parameter; ``q``: the
         spec's ``quantized`` block."""
         self.ref, self.hp, self.q, self.quantized = reference, hp, q, quantized
-        self.maps = quantized.maps()
+        self.maps = quantized.maps(q["scheme"])
         self.full_hp = {n: {**hp[n], "dtype_eps": eps} for n in start}
         self.start, self.full, self.quant = dict(start), dict(start), dict(start)
         self.full_state = {n: self.ref.init(start[n], self.full_hp[n]) for n in start} if eager_state(self.ref) else {}

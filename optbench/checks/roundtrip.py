@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from optbench.adapters.quantized import full_precision_class
 from optbench.cases import Case, Outcome, RunContext
 from optbench.checks.base import awaiting_judge
 from optbench.checks.deviations import declared_status
@@ -59,11 +60,17 @@ def _named_refusal(case: Case, workload: Workload) -> str:
     return ""
 
 
+def applies(scenario, impl) -> bool:
+    """Whether ``scenario`` concerns ``impl``: those between a library's quantized and full-precision classes only a
+    candidate whose spec names the latter (``quantized.full_precision``)."""
+    return not scenario.counterpart or bool(full_precision_class(getattr(impl, "spec", None)))
+
+
 def _unnamed_outcome(case: Case, ctx: RunContext, why: str) -> Outcome:
     """A row per chosen scenario: none can run on an optimizer that records no parameter names."""
     declared = case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name, check="roundtrip")
     chosen, rows, counts = _chosen(ctx, "scenarios") or list(BY_NAME), [], {}
-    for scenario in (s for s in SCENARIOS if s.name in chosen):
+    for scenario in (s for s in SCENARIOS if s.name in chosen and applies(s, case.impl)):
         dev = [d for d in declared if d.matches_scenario(scenario.name)]
         status = "xfail" if dev else "skip"
         detail = (f"{scenario.what}: not run: built from named parameters it raises {why}, so it is built from plain "
@@ -190,7 +197,7 @@ class RoundTripCheck:
             chosen = [n for n in chosen if every is None or n in every]
         declared = case.suite.deviations_for(case.impl or case.impl_name, case.dtype, case.hset.name, check="roundtrip")
         rows, counts = [], {}
-        for scenario in (s for s in SCENARIOS if s.name in chosen):
+        for scenario in (s for s in SCENARIOS if s.name in chosen and applies(s, case.impl)):
             if case.impl.compiled and compiled_only is not None and scenario.name not in compiled_only:
                 status, detail, verdict, vdetail = "skip", ("the compiled variant runs roundtrip.compiled scenarios "
                                                             "(compiling per load is slow): "

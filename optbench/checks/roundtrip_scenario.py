@@ -18,7 +18,8 @@ from optbench.implementations.torch_variants import BASELINE
 from optbench.numerics.accuracy import cross_error, cross_tolerance_eps, moved_err_eps, tolerance_eps
 from optbench.numerics.one_step import update_eps
 from optbench.numerics.recording import as_array, kinds, snapshot
-from optbench.rows import bounded
+from optbench.numerics.recording_file import RecordingError
+from optbench.rows import bounded, first_words
 from optbench.state.by_name import StateDictNameError, load_state_dict_by_name, name_aware
 from optbench.state.positional import POSITIONAL, positional
 from optbench.state.scenarios import IMPLEMENTATION_CHAIN, SHAPE_REFUSAL, Layout, Scenario
@@ -80,7 +81,13 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     does goes through ``session.tape``, and the verdict is drawn from what it gives back."""
     case, ctx, tape = session.case, session.ctx, session.tape
     impl, dtype, device = case.impl, case.dtype, case.device.type
-    save_impl, save_dtype = impl, dtype
+    save_impl, save_dtype, load_impl = impl, dtype, impl
+    if scenario.counterpart:  # the library's other class saves, or loads (what it runs goes through the tape)
+        why = tape.take(f"full-precision class, {scenario.name}", session.counterpart_why_not, decode=text_in)
+        if why:
+            return "skip", why, "", ""
+        other = session.counterpart()
+        save_impl, load_impl = (impl, other) if scenario.counterpart == "into" else (other, impl)
     if scenario.save_impl:
         described = case.suite.optimizer or case.suite.describes
         if session.foreign and not described:
@@ -135,7 +142,7 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
 
     def load(strict: bool, how_rename, sd, layout: Layout = named_layout):
         mine = _load_params(saved_params(), layout, session.names, dtype, device)
-        stepper = session.build(impl, layout, mine)
+        stepper = session.build(load_impl, layout, mine)
         if scenario.through_hook:
             handle = name_aware(stepper.optimizer, strict=strict, rename=how_rename)
             stepper.optimizer.load_state_dict(sd)
@@ -151,6 +158,10 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
                 loaded = load(strict, how_rename, sd(), layout)
             except StateDictNameError as exc:
                 return str(exc)
+            except Exception as exc:  # the other class's own refusal (its load_state_dict raised)
+                if not scenario.counterpart:
+                    raise
+                return f"{type(exc).__name__}: {first_words(str(exc))}"
             if keep is not None:
                 keep.extend(loaded)
             return None
@@ -170,8 +181,10 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
         return positional(session, scenario, impl, state_dict(),
                           _load_params(saved_params(), scenario.load, session.names, dtype, device),
                           (live[0].optimizer, live[1]) if live else None)
+    if scenario.counterpart and refused is not None:  # a refusal in one line is what it owes where it cannot load
+        return "pass", f"{load_impl.name} refused the load: {refused[:160]}", "", ""
     verdict, verdict_detail = "", ""  # the compiled variant's load is the eager one's: its verdict is that row's
-    if not impl.compiled:  # (and each build compiles the step anew: a second of TorchDynamo per load)
+    if not impl.compiled and not scenario.counterpart:  # (each build compiles the step anew: a second per load)
         verdict, verdict_detail = tape.take(f"positional load, {scenario.name}", torch_load, list, _verdict_in)
         ctx.part(scenario_part(scenario))  # back in the scenario's own part
 
@@ -202,16 +215,23 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
         stepper, mine = live
         session.advance(stepper, mine, range(session.save_at, session.workload.steps))
         return snapshot(stepper.optimizer, mine), kinds(stepper.optimizer, mine)
-    final, held = tape.take(f"continued, {scenario.name}", continued, ran_out, ran_in)
-    drifted = _drifted(held, session.held_as(impl, dtype, device), order)
-    expected = {k: v for k, v in session.baseline(impl, save_dtype,
+    try:
+        final, held = tape.take(f"continued, {scenario.name}", continued, ran_out, ran_in)
+    except Exception as exc:
+        if not scenario.counterpart or isinstance(exc, RecordingError):
+            raise
+        return "fail", (f"{load_impl.name} took {save_impl.name}'s state, then its step raised {type(exc).__name__}: "
+                        f"{first_words(str(exc))[:160]} (a state it cannot step is one to refuse at load)"), "", ""
+    yardstick = save_impl if scenario.counterpart else impl  # loaded into another class: the saving class's run
+    drifted = _drifted(held, session.held_as(yardstick, dtype, device), order)
+    expected = {k: v for k, v in session.baseline(yardstick, save_dtype,
                                                   save_device if not scenario.save_impl else device).items()
                 if k[0] in load_names and k[0] in order}
     new = [n for n in load_names if n not in order]
     if new:
         expected.update(session.fresh(impl, dtype, device, new, lambda: state_dict()["param_groups"]))
     tol = (cross_tolerance_eps(session.workload.steps) if scenario.save_impl or scenario.devices
-           else tolerance_eps(session.workload.steps))
+           or scenario.counterpart else tolerance_eps(session.workload.steps))
     coarse = None if scenario.exact else update_eps(case.suite, dtype)
     start = {n: as_array(p) for n, p in session.materialize(dtype, device).items()} if coarse else None
     ok, how = compare(final, expected, scenario.exact, float(torch.finfo(DTYPES[dtype]).eps), tol, start, coarse)
@@ -225,6 +245,14 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     if drifted:
         how = (f"{len(drifted)} state values held as another dtype than the uninterrupted run holds them, e.g. "
                f"{', '.join(drifted[:3])}; " + how)
+    if scenario.counterpart:  # what the loading class holds now: the saved state's kinds, or its own
+        holds = {}
+        for (_, key), kind in held.items():
+            if key != "param":
+                holds.setdefault(key, set()).add(str(kind))
+        detail += (f"{load_impl.name} loaded {save_impl.name}'s state, holding it as "
+                   + ", ".join(f"{k} {'/'.join(sorted(v))}" for k, v in sorted(holds.items())[:6])
+                   + "; against the saving class's uninterrupted run it ")
     return (("pass" if ok and not drifted else "fail"),
             detail + f"continued {session.workload.steps - session.save_at} steps: {how}{extra}",
             verdict, verdict_detail)

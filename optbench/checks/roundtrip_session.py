@@ -12,9 +12,14 @@ from functools import partial
 
 import torch
 
+from optbench.adapters.dtypes import unsupported
+from optbench.adapters.quantized import full_precision_class
+from optbench.adapters.spec import CandidateSpec
 from optbench.cases import Case, RunContext
 from optbench.checks.tape import Tape, kinds_in, kinds_out, snapshot_in, snapshot_out
 from optbench.hyperparameters import for_torch
+from optbench.implementations.adapter import Implementation
+from optbench.implementations.candidate import candidate_implementation, load_optimizer_class
 from optbench.numerics.recording import kinds, objective_closure, set_gradients, snapshot
 from optbench.reference.contract import kind_of
 from optbench.state.by_name import DISAGREE, group_state
@@ -41,6 +46,26 @@ class Session:
 
     def impl(self, name: str):
         return next((i for i in self.ctx.impls[self.case.suite.name] if i.name == name), None)
+
+    def counterpart(self) -> Implementation:
+        """The candidate's library's full-precision class (its spec's ``quantized.full_precision``), adapted as the
+        suite adapts it (``candidates:``); where the judge replays, a stand-in of that name (it is never built)."""
+        if "counterpart" not in self._cache:
+            cls = full_precision_class(self.case.impl.spec)
+            if self.tape.replaying:
+                self._cache["counterpart"] = Implementation(f"candidate:{cls}", None, is_candidate=True)
+            else:
+                spec = self.case.suite.candidate_spec(cls) or CandidateSpec(cls=cls, source="quantized.full_precision")
+                self._cache["counterpart"] = candidate_implementation(
+                    spec, self.case.suite.defaults(load_optimizer_class(cls, "quantized.full_precision"), spec))
+        return self._cache["counterpart"]
+
+    def counterpart_why_not(self) -> str:
+        """Why the full-precision class cannot run this case's set and dtype ("" if it can)."""
+        other = self.counterpart()
+        if missing := other.options_not_taken(self.case.hset.option_names()):
+            return f"its full-precision class {other.name.removeprefix('candidate:')}: {other.not_taking(missing)}"
+        return unsupported(other.spec, DTYPES[self.case.dtype]) or self.ctx.unavailable(other, self.case.dtype)
 
     def materialize(self, dtype: str, device: str) -> dict[str, torch.nn.Parameter]:
         return self.workload.materialize(DTYPES[dtype], torch.device(device))

@@ -70,7 +70,10 @@ class NumpyAdamW8bit(_Keeps8bitCodes):
                                     "weight_decay": decay})
 
     def _quantized(self, p) -> bool:
-        return p.numel() >= self.min_8bit_size
+        """Whether ``p`` steps 8-bit: as its state is (a loaded state stepped as what it is, as bitsandbytes'
+        classes step it), else by its size."""
+        state = self.state.get(p) or {}
+        return "state1" in state if state else p.numel() >= self.min_8bit_size
 
     def _step32(self, p, lr, beta1, beta2, eps, decay):
         state = self.state[p]
@@ -281,7 +284,9 @@ CONTROLS = {"NumpyAdamW8bit": "adamw", "NumpyLion8bit": "lion", "NumpyLamb8bit":
 EXISTS_AT = dict.fromkeys([*MUTANTS, *CONTROLS], ("float32",))
 CAUGHT_BY = dict.fromkeys(MUTANTS, "quantized")
 # the candidate spec each is judged through (a spec file's keys but class): its quantized state's layout
-SPECS = {**dict.fromkeys(["NumpyAdamW8bit", "WrongBeta2AdamW8bit", "StuckStepAdamW8bit", "MemoryOrderAdamW8bit",
+SPECS = {"NumpyAdamW8bit": {**_ADAMW_SPEC, "quantized": {**_ADAMW_SPEC["quantized"], "full_precision": (
+    "optbench.mutants.full_precision.NumpyAdamW32bit")}},
+         **dict.fromkeys(["WrongBeta2AdamW8bit", "StuckStepAdamW8bit", "MemoryOrderAdamW8bit",
                           "NumpyLamb8bit", "NoTrustRatioLamb8bit"], _ADAMW_SPEC),
          **dict.fromkeys(["NumpyLion8bit", "WrongBeta1Lion8bit"], _LION_SPEC),
          **dict.fromkeys(["NumpyAdamW8bitSubclassState", "WrongMapAdamW8bitSubclassState"], _SUBCLASS_STATE_SPEC)}

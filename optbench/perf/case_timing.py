@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from optbench.adapters.quantized import declared, quantizes
+from optbench.adapters.quantized import CODE_BYTES, declared, quantizes
 from optbench.cases import Case, RunContext
 from optbench.implementations.candidate import first_buildable
 from optbench.metrics import (
@@ -102,12 +102,13 @@ class Prepared:
 
 def quantized_state_bytes(case: Case):
     """For a candidate whose spec declares quantized state, the bytes per element of a parameter's state arrays the
-    roofline counts (a code byte and a float32 scale per block where it quantizes, the parameter's own size
-    elsewhere); None otherwise."""
+    roofline counts (a code, a byte or 4-bit half of one, and a float32 scale per block where it quantizes, the
+    parameter's own size elsewhere); None otherwise."""
     spec = case.impl.spec if case.impl is not None and case.impl.is_candidate else None
     if (q := declared(spec)) is None:
         return None
-    return lambda p: 1 + 4 / q["blocksize"] if quantizes(spec, p.numel()) else p.element_size()
+    per_element = CODE_BYTES[q["scheme"]] + 4 / q["blocksize"]
+    return lambda p: per_element if quantizes(spec, p.numel()) else p.element_size()
 
 
 def prepare(case: Case, ctx: RunContext) -> Prepared:

@@ -28,9 +28,9 @@ Muon (2-D)                                 20       + momentum_buffer r/w; plus 
 
 The roofline time is ``max(bytes / bandwidth, flops / matmul rate)`` with both ceilings measured in
 the same run (``optbench.perf.ceilings``). A candidate whose spec declares quantized state (``quantized:``) has
-its state passes counted at what it keeps: a code byte and a float32 scale per block for each element of a
-parameter it quantizes (an 8-bit AdamW at float32: 12 + 4 x 1.016 = 16.1 B/param, not 28). A suite for an
-optimizer not in this table declares its own
+its state passes counted at what it keeps: a code (a byte; 4-bit, half of one) and a float32 scale per block for
+each element of a parameter it quantizes (an 8-bit AdamW at float32: 12 + 4 x 1.016 = 16.1 B/param, not 28). A
+suite for an optimizer not in this table declares its own
 (``roofline: {streams: 5}`` for Lion: p r/w, g r, exp_avg r/w; ``optbench.suite.keys.declared_cost``).
 LBFGS (a closure, line search and history) and SparseAdam (work in proportion to the gradient's nonzeros) have
 no model: their rows carry no % of roofline.

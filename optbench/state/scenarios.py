@@ -125,6 +125,9 @@ class Scenario:
     devices: tuple[str, str] | None = None  # (save, load) device types; None: the run's device
     load_dtype: str = ""  # "" the case's dtype
     reorders: bool = field(default=False)  # LBFGS's flat state cannot follow: by name it must refuse
+    # "into": saved by the case's (quantized) candidate, loaded into its library's full-precision class; "from": the
+    # other way. Either continues as the saving class's run (the state kept as saved) or the load refuses.
+    counterpart: str = ""
 
     @property
     def exact(self) -> bool:
@@ -132,7 +135,7 @@ class Scenario:
         new parameters' expected values come from an optimizer of their own, and an implementation that steps a
         group's tensors together (foreach, fused, a library's kernel) may round them 1-2 ulp otherwise: at
         tolerance."""
-        return not (self.save_impl or self.devices or self.load_dtype or self.save.partial)
+        return not (self.save_impl or self.devices or self.load_dtype or self.save.partial or self.counterpart)
 
 
 SHAPE_REFUSAL = "changed shape"  # what the by-name load says refusing a state tensor of another shape
@@ -186,6 +189,12 @@ SCENARIOS: tuple[Scenario, ...] = (
              load=Layout(from_dict=True, order="reversed"), reorders=True),
     Scenario("name_aware", "reversed order, loaded by optimizer.load_state_dict after optbench.name_aware()",
              load=Layout(order="reversed"), through_hook=True, reorders=True),
+    # only for a candidate whose spec names its library's full-precision class (quantized.full_precision)
+    Scenario("into_full_precision", "saved by the candidate (quantized state), loaded into its library's "
+             "full-precision class: it continues as the saved state's class would, or the load refuses",
+             counterpart="into"),
+    Scenario("from_full_precision", "saved by its library's full-precision class, loaded into the candidate: it "
+             "continues as the saved state's class would, or the load refuses", counterpart="from"),
 )
 
 BY_NAME = {s.name: s for s in SCENARIOS}
