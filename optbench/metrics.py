@@ -36,6 +36,9 @@ QUANTIZED_PRICE = "quantized.price"  # free-running parameters' distance from th
 QUANTIZED_PRICE_STEP = "quantized.price_step"  # the price after each step (the plot of the price per step)
 QUANTIZED_RAISES = "quantized.raises"  # a quantized case a declared deviation says raises: whether it still does
 QUANTIZED_SPREAD = "quantized.spread"  # ... from the quantized reference run on its own codes
+STOCHASTIC_BIAS_Z = "stochastic.bias_z"  # many draws of one step: the overall excess of away-from-zero roundings (sd)
+STOCHASTIC_ELEMENTS = "stochastic.elements_failing"  # elements whose away count is not Binomial(draws, p)
+STOCHASTIC_STRAYS = "stochastic.not_neighbours"  # draws that are neither bfloat16 neighbour of the reference's value
 
 DEVIATION_MAX_ERR_EPS = "deviation.max_err_eps"  # a declared deviation's observed size, in eps
 DEVIATION_OBSERVED = "deviation.observed"  # a declared raise or exit: 1 if it did, 0 if not; differentiable: its size

@@ -94,3 +94,17 @@ def test_a_wrong_torchao_low_bit_optimizer_fails_the_quantized_check(tmp_path, h
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-4000:]
     failing = {r["metric"] for r in rows_of(tmp_path / "out") if r["check"] == "quantized" and r["status"] == "fail"}
     assert metric in failing, failing
+
+
+def test_torchao_adamw_rounding_bfloat16_stochastically_is_judged_in_distribution(tmp_path):
+    """docs/specs/torchao_adamw_bf16_sr.yaml: its first step drawn many times from one start, the roundings judged
+    in distribution (the stochastic check), its trajectory by parity."""
+    spec = Path(__file__).resolve().parents[1] / "docs" / "specs" / "torchao_adamw_bf16_sr.yaml"
+    done = warm_command.run("run", "suite=adamw", "dtype=bfloat16", "impl=[candidate]", "hparams=[default]",
+                            "history_dir=null", "jobs=1", f"candidate={spec}", "checks=[parity,stochastic]",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    stochastic = {r["metric"]: r["status"] for r in rows_of(tmp_path / "out") if r["check"] == "stochastic"
+                  and r["metric"].startswith("stochastic.")}
+    assert stochastic == dict.fromkeys(["stochastic.not_neighbours", "stochastic.elements_failing",
+                                        "stochastic.bias_z"], "pass"), stochastic

@@ -36,6 +36,7 @@ from optbench.adapters import (  # noqa: F401 (each registers its key)
     rename,
     sparse,
     state,
+    stochastic_rounding,
 )
 from optbench.adapters.registry import KEYS, CandidateSpecError, adapter_key, reject_unknown
 from optbench.hyperparameters import plain

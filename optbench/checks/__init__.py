@@ -23,12 +23,14 @@ from optbench.checks import (  # noqa: F401  (importing a check's module registe
     roundtrip,
     scaling,
     speed,
+    stochastic,
 )
 from optbench.checks.base import Check
 from optbench.checks.registry import REGISTRATIONS, REGISTRY, arrange, register_check, unregister
 
 # run order within a group of cases: parity first (cross and forms read its trajectories), the timed ones last
-arrange(["parity", "cross", "forms", "deviations", "roundtrip", "errors", "quantized", "differentiable", "speed",
+arrange(["parity", "cross", "forms", "deviations", "roundtrip", "errors", "quantized", "stochastic", "differentiable",
+         "speed",
          "memory", "scaling", "reshard"])
 plugins.load("optbench.checks")  # other packages' checks (optbench.plugins), after the built-in ones
 

@@ -60,7 +60,7 @@ def _why_not(suite: Suite, hset) -> str:
     return ""
 
 
-def _not_taken(impl, hset) -> str:
+def not_taken_reason(impl, hset) -> str:
     """Why the candidate does not take this set, as parity says it ("" if it does): an option its constructor lacks,
     or one its class fixes by convention at another value (``conventions``)."""
     if missing := impl.options_not_taken(hset.option_names()):
@@ -106,7 +106,7 @@ class QuantizedCheck:
                 continue
             for dtype in ctx.dtypes[suite.name]:
                 why = ctx.unavailable(impl, dtype)
-                out += [Case(suite, impl, dtype, hset, ctx.device, skip=why or _not_taken(impl, hset)
+                out += [Case(suite, impl, dtype, hset, ctx.device, skip=why or not_taken_reason(impl, hset)
                              or _why_not(suite, hset) or _moments_why_not(suite, declared(impl.spec)))
                         for hset in suite.hparams if hset.dtypes is None or dtype in hset.dtypes]
         return out

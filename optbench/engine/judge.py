@@ -244,9 +244,9 @@ class Judge:
             while self.uncounted:
                 status = self.uncounted.pop()
                 counts[status] = counts.get(status, 0) + 1
-        # (what its hparam sets are completed from, where the check reads them)
-        defaults = self._defaults(case) if check in ("differentiable", "quantized") else {}
-        ctx.judging = Judging(answers, defaults, bool((self.blueprint().judging or {}).get("foreign", False)))
+        # (what its hparam sets are completed from, for a check that reads them: differentiable, quantized, ...)
+        ctx.judging = Judging(answers, self._defaults(case), bool((self.blueprint().judging or {}).get("foreign",
+                                                                                                      False)))
         ctx.impls = {case.suite.name: [*self.cases.variants(case.suite.name), case.impl]}  # (what the plan ran)
         try:
             rows, line = Executor(ctx, self.planner.seed).execute(REGISTRY[check], case)

@@ -96,8 +96,11 @@ def spec_json(mutant: str, spec) -> str:
 
 def trial_checks(spec: dict | None) -> tuple[str, ...]:
     """The checks beside parity a trial runs: the state_dict round-trip, and for an optimizer whose spec declares
-    quantized state the quantized check (its controls must pass it too)."""
-    return ("roundtrip", "quantized") if spec and spec.get("quantized") else ("roundtrip",)
+    quantized state the quantized check, one that rounds stochastically the stochastic check (its controls must
+    pass them too)."""
+    spec = spec or {}
+    return ("roundtrip", *(("quantized",) if spec.get("quantized") else ()),
+            *(("stochastic",) if spec.get("stochastic_rounding") else ()))
 
 
 def detecting(rows: list[dict]) -> list[str]:

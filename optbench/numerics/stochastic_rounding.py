@@ -43,14 +43,33 @@ class RoundingVerdict:
 def judge(values: np.ndarray, draws: np.ndarray, alpha: float = ALPHA, slack: float = SLACK,
           z_limit: float = Z_LIMIT) -> RoundingVerdict:
     """The verdict on ``draws`` (n_draws x values.shape) as stochastic roundings of ``values``."""
-    from scipy import stats  # (1.5 s to import: only where a rounding is judged)
-
-    toward, away, p = (a.ravel() for a in bfloat16_neighbours(values))
+    toward, away, _ = (a.ravel() for a in bfloat16_neighbours(values))
     draws = np.asarray(draws, dtype=np.float64).reshape(-1, toward.size)
-    n = draws.shape[0]
     is_away, is_toward = draws == away, draws == toward
     strays = int(np.count_nonzero(~(is_away | is_toward)))
     k = np.count_nonzero(is_away & ~is_toward, axis=0)  # a bfloat16 value: toward == away never happens (p = 0)
+    return judge_counts(values, draws.shape[0], k, strays, alpha, slack, z_limit)
+
+
+def away_counts(values: np.ndarray, seen: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, int]:
+    """(per element, how many draws were its away-from-zero neighbour; how many draws were neither neighbour), from
+    what each element was drawn as: ``seen`` (elements x k values, NaN padding) and how often (``counts``)."""
+    toward, away, _ = (a.ravel() for a in bfloat16_neighbours(values))
+    seen = np.asarray(seen, dtype=np.float64).reshape(toward.size, -1)
+    counts = np.asarray(counts, dtype=np.int64).reshape(toward.size, -1)
+    k = np.sum(np.where(seen == away[:, None], counts, 0), axis=1)
+    neither = (seen != away[:, None]) & (seen != toward[:, None])
+    return k, int(np.sum(np.where(neither, counts, 0)))
+
+
+def judge_counts(values: np.ndarray, n: int, k: np.ndarray, strays: int, alpha: float = ALPHA,
+                 slack: float = SLACK, z_limit: float = Z_LIMIT) -> RoundingVerdict:
+    """The verdict on ``n`` roundings of ``values`` of which ``k`` (per element) were the away-from-zero neighbour
+    and ``strays`` (in all) neither neighbour."""
+    from scipy import stats  # (1.5 s to import: only where a rounding is judged)
+
+    toward, _, p = (a.ravel() for a in bfloat16_neighbours(values))
+    k = np.asarray(k).ravel()
     low, high = np.clip(p - slack, 0, 1), np.clip(p + slack, 0, 1)
     too_many = stats.binom.sf(k - 1, n, high)  # P(K >= k) at the largest p the slack allows
     too_few = stats.binom.cdf(k, n, low)  # P(K <= k) at the smallest
@@ -58,7 +77,7 @@ def judge(values: np.ndarray, draws: np.ndarray, alpha: float = ALPHA, slack: fl
     failing = int(np.count_nonzero(tail < alpha / (2 * toward.size)))
     spread = np.sqrt(max(float(np.sum(n * p * (1 - p))), 1e-300))
     excess = float(np.sum(k - n * p))
-    z = float(np.sign(excess) * max(abs(excess) - n * slack * toward.size, 0.0) / spread)
+    z = float(np.sign(excess) * max(abs(excess) - n * slack * toward.size, 0.0) / spread) + 0.0  # (never -0.0)
     passed = strays == 0 and failing == 0 and abs(z) <= z_limit
     detail = (f"{n} draws of {toward.size} values: {strays} draws neither neighbour, {failing} elements whose "
               f"away-from-zero count is not Binomial(n, p) (alpha {alpha:g}), overall excess {z:+.2f} sd "
