@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
@@ -139,11 +140,23 @@ def as_data(value):
     return {"opaque": repr(value)}
 
 
-def from_data(data):
-    """``as_data``'s value back (ValueError for an opaque one: it cannot be rebuilt from its repr)."""
+@dataclass(frozen=True)
+class Opaque:
+    """A constructor default the plan could keep only as its repr (a library's sentinel ``object()``): where the
+    judge completes hparam sets from a candidate's defaults it stands in for the value, which no reference reads
+    (one that did would meet this placeholder, not a number, and fail loudly)."""
+
+    text: str
+
+
+def from_data(data, opaque: bool = False):
+    """``as_data``'s value back (ValueError for an opaque one, which cannot be rebuilt from its repr; with ``opaque``,
+    an ``Opaque`` in its place)."""
     if not isinstance(data, dict):
         return data
     (kind, value), = data.items()
+    if kind == "opaque" and opaque:
+        return Opaque(str(value))
     if kind == "float":
         return float(value)
     if kind == "dtype":
@@ -152,8 +165,8 @@ def from_data(data):
             raise ValueError(f"{value!r} is no torch dtype")
         return dtype
     if kind in ("tuple", "list"):
-        items = [from_data(v) for v in value]
+        items = [from_data(v, opaque) for v in value]
         return tuple(items) if kind == "tuple" else items
     if kind == "dict":
-        return {str(k): from_data(v) for k, v in value.items()}
+        return {str(k): from_data(v, opaque) for k, v in value.items()}
     raise ValueError(f"a default held as {kind} {value!r} cannot be rebuilt as data")

@@ -2,6 +2,8 @@
 
 import torch
 
+from optbench.mutants.lion import CorrectLion
+
 
 class BrokenConstructorSGD(torch.optim.SGD):
     """Raises when built with anything."""
@@ -459,3 +461,14 @@ class UncheckedShapeSGD(torch.optim.SGD):
 
                     ctypes.string_at(0)
         return super().step(closure)
+
+
+_UNSET = object()  # a library's sentinel default (heavyball's, for options it fills in itself)
+
+
+class SentinelDefaultLion(CorrectLion):
+    """A correct Lion whose constructor has a default that is a bare ``object()``: its defaults cannot all be
+    written as data, and none of them is one the reference reads."""
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, maximize=False, clipping=_UNSET):
+        super().__init__(params, lr=lr, betas=betas, weight_decay=weight_decay, maximize=maximize)

@@ -508,3 +508,13 @@ def test_a_raise_declared_of_the_suites_class_never_covers_another_class(tmp_pat
     assert [(r["status"], r["finding"], r["value"]) for r in mine] == [(status, "", float(raises))], mine
     assert "declared of that class" in mine[0]["detail"]
     assert done.returncode == (1 if raises else 0), done.stdout + done.stderr
+
+
+def test_a_candidate_with_a_sentinel_default_is_judged_in_the_parent(tmp_path):
+    """A constructor default that is a bare object() (heavyball's sentinels) is written as its repr in the plan; the
+    parent judges the candidate with it as a placeholder the reference never reads, not as an error of every case."""
+    done = warm_command.run("run", "suite=lion", "candidate=tests.candidates.SentinelDefaultLion", "impl=[candidate]",
+                            "dtype=float32", "checks=[parity]", "hparams=[default]", "history_dir=null", "jobs=1",
+                            f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS  parity" in done.stdout and "cannot be rebuilt" not in done.stdout

@@ -288,8 +288,9 @@ class Judge:
         what the plan found of the candidate's class (``Refused`` where one cannot be rebuilt from data)."""
         if case.suite.optimizer_class() is not None:
             return case.suite.defaults()
-        try:
-            return {k: from_data(v) for k, v in (self.blueprint().judging or {}).get("defaults", {}).items()}
+        try:  # (a library's sentinel default, which no reference reads, as a placeholder)
+            return {k: from_data(v, opaque=True) for k, v in (self.blueprint().judging or {}).get("defaults",
+                                                                                                  {}).items()}
         except ValueError as exc:
             raise Refused(f"its recording cannot be judged apart: {exc}") from None
 
