@@ -31,6 +31,22 @@ class Check(Protocol):
     def run(self, case: Case, ctx: RunContext) -> Outcome: ...
 
 
+def reference_defaults(case, judging) -> dict:
+    """The defaults a case's hparam sets are completed from: what the judge was handed (``judging``: the parent never
+    imports a candidate), else the suite's reading of the implementation's class."""
+    return judging.defaults if judging is not None else case.suite.defaults(case.impl.optimizer_class, case.impl.spec)
+
+
+def handed_over(tape, ctx, labels: dict, check: str) -> Outcome | None:
+    """After a case's questions: where its worker records, the case awaits its judge (that outcome); where the judge
+    replays, every recorded answer must have been asked for; None: judge it now."""
+    if ctx.recording_to is not None:
+        return awaiting_judge(labels, check)
+    if tape.replaying:
+        tape.finished()
+    return None
+
+
 def awaiting_judge(labels: dict, check: str) -> Outcome:
     """What a worker writes for a case it recorded for the judge (``engine.judge``): an error row, which the judge's
     verdict replaces (and which stays, saying so, if that verdict never comes)."""

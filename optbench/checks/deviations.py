@@ -14,7 +14,7 @@ import fnmatch
 import pandas as pd
 
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.base import awaiting_judge
+from optbench.checks.base import awaiting_judge, reference_defaults
 from optbench.checks.registry import register_check
 from optbench.metrics import DEVIATION_MAX_ERR_EPS, DEVIATION_OBSERVED
 from optbench.numerics.recording_file import Raised, save_raised
@@ -138,8 +138,7 @@ class DeviationsCheck:
         try:
             if judging is not None and isinstance(judging.recording, Raised):  # what the worker's run raised
                 raise judging.recording.exception()
-            defaults = (judging.defaults if judging is not None
-                        else suite.defaults(case.impl.optimizer_class, case.impl.spec))
+            defaults = reference_defaults(case, judging)
             traj = run_trajectory(case.impl, case.hset, suite.reference, defaults,
                                   alone, DTYPES[case.dtype], ctx.device,
                                   reference_options=case.impl.reference_options(suite.reference_options),

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.base import awaiting_judge
+from optbench.checks.base import awaiting_judge, reference_defaults
 from optbench.checks.derivatives import DTYPE, TOLERANCE, WRT, Derivatives, H, compare, side_in, side_out
 from optbench.checks.registry import register_check
 from optbench.checks.tape import Tape
@@ -132,8 +132,7 @@ class DifferentiableCheck:
                                 detail=case.skip)], line)
         judging = ctx.judging  # judged here from what the case's worker recorded (engine.judge)
         tape = Tape(judging.recording.entries if judging is not None else None, record=ctx.recording_to is not None)
-        defaults = (judging.defaults if judging is not None
-                    else case.suite.defaults(case.impl.optimizer_class, case.impl.spec))
+        defaults = reference_defaults(case, judging)
         steps, _, limit = settings(ctx)
         run = Derivatives(case, ctx, steps, limit, defaults)
         if not run.names:

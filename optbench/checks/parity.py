@@ -12,7 +12,7 @@ from __future__ import annotations
 from optbench.adapters.quantized import full_precision
 from optbench.adapters.sparse import refused as sparse_refused
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.base import awaiting_judge
+from optbench.checks.base import awaiting_judge, reference_defaults
 from optbench.checks.deviations import deviation_rows, split
 from optbench.checks.registry import register_check
 from optbench.hyperparameters import describe
@@ -179,8 +179,7 @@ class ParityCheck:
         try:
             if judging is not None and isinstance(judging.recording, Raised):  # the worker's run raised: this
                 raise judging.recording.exception()
-            defaults = (judging.defaults if judging is not None
-                        else suite.defaults(case.impl.optimizer_class, case.impl.spec))
+            defaults = reference_defaults(case, judging)
             traj = run_trajectory(case.impl, case.hset, suite.reference, defaults,
                                   workload, DTYPES[case.dtype], ctx.device,
                                   reference_options=case.impl.reference_options(suite.reference_options),

@@ -22,7 +22,7 @@ import torch
 
 from optbench.adapters.quantized import as_arrays, blocks, declared, quantizes, read
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.base import awaiting_judge
+from optbench.checks.base import handed_over, reference_defaults
 from optbench.checks.quantized_price import FreeRuns
 from optbench.checks.quantized_verdict import SIGN_ROUNDING, Tally, verdict_rows
 from optbench.checks.registry import register_check
@@ -162,13 +162,9 @@ class QuantizedCheck:
         finally:
             if ctx.recording_to is not None:
                 save_answers(tape.entries, ctx.recording_to)
-        if ctx.recording_to is not None:
-            return awaiting_judge(case.labels, self.name)
-        if tape.replaying:
-            tape.finished()
-        defaults = judging.defaults if judging is not None else case.suite.defaults(case.impl.optimizer_class,
-                                                                                   case.impl.spec)
-        outcome = self._judged(case, ctx, workload, taken, defaults)
+        if (waiting := handed_over(tape, ctx, case.labels, self.name)) is not None:
+            return waiting
+        outcome = self._judged(case, ctx, workload, taken, reference_defaults(case, judging))
         if raising:  # declared to raise and did not: the departure is gone (or not this case's)
             outcome.rows.append(row(case.labels, check=self.name, metric=QUANTIZED_RAISES, value=0, status="xpass",
                                     finding=raising[0].finding, detail=f"declared to raise {raising[0].raises}; "

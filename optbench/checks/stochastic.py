@@ -19,7 +19,7 @@ import torch
 
 from optbench.adapters.stochastic_rounding import rounds_stochastically
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.base import awaiting_judge
+from optbench.checks.base import handed_over, reference_defaults
 from optbench.checks.deviations import declared_status
 from optbench.checks.quantized import not_taken_reason
 from optbench.checks.registry import register_check
@@ -94,13 +94,8 @@ class StochasticRoundingCheck:
         finally:
             if ctx.recording_to is not None:
                 save_answers(tape.entries, ctx.recording_to)
-        if ctx.recording_to is not None:
-            return awaiting_judge(case.labels, self.name)
-        if tape.replaying:
-            tape.finished()
-        defaults = judging.defaults if judging is not None else case.suite.defaults(case.impl.optimizer_class,
-                                                                                   case.impl.spec)
-        return self._judged(case, ctx, workload, chosen, draws, taken, defaults)
+        return handed_over(tape, ctx, case.labels, self.name) or self._judged(
+            case, ctx, workload, chosen, draws, taken, reference_defaults(case, judging))
 
     def _judged(self, case: Case, ctx: RunContext, workload, chosen: dict, draws: int, taken: dict,
                 defaults: dict) -> Outcome:
