@@ -168,3 +168,24 @@ def test_the_full_precision_scenarios_concern_only_a_candidate_that_names_its_fu
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = {r["metric"] for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]}
     assert "roundtrip.same_order" in metrics and not any("full_precision" in m for m in metrics)
+
+
+@pytest.mark.parametrize("cls, worst", [
+    ("PerTensorAbsmaxAdamW8bit", "absmax"),  # one absmax for the whole tensor
+    ("Blocks512AdamW8bit", "absmax"),  # blocks of 512 where the spec says 256
+    ("StaleAbsmaxAdamW8bit", "absmax"),  # quantized with the absmax the step began with
+    ("UnquantizedMomentAdamW8bit", "param"),  # the first moment kept in full precision between steps
+])
+def test_a_wrong_quantizer_fails_the_quantized_check(tmp_path, cls, worst):
+    from optbench.engine.mutants import spec_file
+    from optbench.mutants import SPECS
+
+    path = spec_file(tmp_path, f"optbench.mutants.blockwise_8bit_quantizer.{cls}",
+                     SPECS[f"blockwise_8bit_quantizer.{cls}"])
+    done = warm_command.run("run", "suite=adamw", "dtype=float32", "checks=[quantized]", "impl=[candidate]",
+                            "hparams=[default]", "history_dir=null", "jobs=0", f"candidate={path}",
+                            f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    failing = {r["metric"] for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+               if r["check"] == "quantized" and r["status"] == "fail"}
+    assert {f"quantized.{worst}_max_err_eps", "quantized.codes_unexplained"} <= failing, failing
