@@ -25,7 +25,7 @@ def errors_frame(values, fqn="w", tensor="param"):
 
 def test_registry_names_each_check_once():
     assert list(REGISTRY) == ["parity", "cross", "forms", "deviations", "roundtrip", "errors", "quantized",
-                              "differentiable", "speed", "memory", "scaling", "reshard"]
+                              "stochastic", "differentiable", "speed", "memory", "scaling", "reshard"]
 
 
 def test_a_declared_deviation_is_judged_apart_and_bounded():
@@ -136,7 +136,7 @@ def test_every_check_has_a_report_section_and_every_verdict_giving_check_is_coun
     assert all(r.sections is not None for r in REGISTRATIONS.values()), \
         [n for n, r in REGISTRATIONS.items() if r.sections is None]
     assert set(counted_checks()) == {"parity", "cross", "deviation", "roundtrip", "errors", "differentiable",
-                                     "reshard", "forms", "quantized"}
+                                     "reshard", "forms", "quantized", "stochastic"}
 
 
 def test_who_judges_a_candidates_cases_is_in_each_checks_registration():
@@ -148,7 +148,8 @@ def test_who_judges_a_candidates_cases_is_in_each_checks_registration():
     judged = {n: r.judged for n, r in REGISTRATIONS.items()}
     assert judged == {"parity": "trajectory", "cross": "from_parity", "deviations": "trajectory",
                       "roundtrip": "answers", "errors": "answers", "forms": "trajectory", "differentiable": "answers",
-                      "quantized": "answers", "speed": None, "memory": None, "scaling": None, "reshard": None}
+                      "quantized": "answers", "stochastic": "answers", "speed": None, "memory": None, "scaling": None,
+                      "reshard": None}
     with pytest.raises(ValueError, match="judged='worker' is not one of"):
         @register_check(judged="worker")
         class Forged:
