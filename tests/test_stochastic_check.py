@@ -80,3 +80,19 @@ def test_the_spec_key_names_bfloat16_only():
     for bad in (["float16"], [], "float32"):
         with pytest.raises(CandidateSpecError, match="one of bfloat16"):
             parse(bad, "spec")
+
+
+def test_its_round_trip_at_the_rounded_dtype_is_held_to_tolerance_not_bit_for_bit(tmp_path):
+    """The resumed run draws other roundings than the uninterrupted one: bit for bit it would fail every time."""
+    from optbench.engine.mutants import spec_file
+    from optbench.mutants import SPECS
+
+    path = spec_file(tmp_path, "optbench.mutants.stochastic_rounding.StochasticRoundingAdamW",
+                     SPECS["stochastic_rounding.StochasticRoundingAdamW"])
+    done = warm_command.run("run", "suite=adamw", "dtype=bfloat16", "checks=[roundtrip]", "impl=[candidate]",
+                            "hparams=[default]", "history_dir=null", "jobs=0", f"candidate={path}",
+                            f"out_dir={tmp_path / 'out'}", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    same = next(r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+                if r["metric"] == "roundtrip.same_order" and r["dtype"] == "bfloat16")
+    assert same["status"] == "pass" and "its rounding is stochastic at this dtype" in same["detail"], same

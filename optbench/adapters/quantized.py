@@ -131,7 +131,7 @@ def read(spec, state: Mapping, shape: tuple) -> dict | None:
         entries = [_entry(state, key) for key in keys]
         if not all(isinstance(t, torch.Tensor) for t in entries):
             return None
-        decoded = _decoded(q["scheme"], *entries, shape)
+        decoded = _decoded(q["scheme"], entries, shape)
         if decoded is None:
             return None
         out[f"codes{k}"], out[f"absmax{k}"], out[f"map{k}"] = decoded
@@ -140,10 +140,10 @@ def read(spec, state: Mapping, shape: tuple) -> dict | None:
     return out
 
 
-def _decoded(scheme: str, codes: torch.Tensor, scale: torch.Tensor, *qmap_and_shape) -> tuple | None:
-    """(codes, absmax, map) of one moment as NumPy, the codes as indices of the map in the parameter's shape (None:
-    not the scheme's codes)."""
-    *qmap, shape = qmap_and_shape
+def _decoded(scheme: str, entries: list, shape: tuple) -> tuple | None:
+    """(codes, absmax, map) of one moment (its state tensors ``entries``: codes, scale and, but for FP8, the map) as
+    NumPy, the codes as indices of the map in the parameter's ``shape`` (None: not the scheme's codes)."""
+    codes, scale, *qmap = entries
     absmax = scale.detach().double().cpu().numpy().reshape(-1)
     if scheme == "blockwise_fp8":
         if codes.dtype != torch.float8_e4m3fn or tuple(codes.shape) != tuple(shape):

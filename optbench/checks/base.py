@@ -31,6 +31,16 @@ class Check(Protocol):
     def run(self, case: Case, ctx: RunContext) -> Outcome: ...
 
 
+def not_taken_reason(impl, hset) -> str:
+    """Why the candidate does not take this set, as parity says it ("" if it does): an option its constructor lacks,
+    or one its class fixes by convention at another value (``conventions``)."""
+    if missing := impl.options_not_taken(hset.option_names()):
+        return f"unsupported by candidate: {impl.not_taking(missing)}"
+    clash = next(filter(None, (impl.differs_from_conventions(o) for o in (hset.options, *(g.options
+                                                                                          for g in hset.groups)))), "")
+    return f"unsupported by candidate: {clash}" if clash else ""
+
+
 def reference_defaults(case, judging) -> dict:
     """The defaults a case's hparam sets are completed from: what the judge was handed (``judging``: the parent never
     imports a candidate), else the suite's reading of the implementation's class."""

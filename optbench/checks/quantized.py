@@ -22,7 +22,7 @@ import torch
 
 from optbench.adapters.quantized import as_arrays, blocks, declared, quantizes, read
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.base import handed_over, reference_defaults
+from optbench.checks.base import handed_over, not_taken_reason, reference_defaults
 from optbench.checks.quantized_price import FreeRuns
 from optbench.checks.quantized_verdict import SIGN_ROUNDING, Tally, verdict_rows
 from optbench.checks.registry import register_check
@@ -58,16 +58,6 @@ def _why_not(suite: Suite, hset) -> str:
         if not all(g.options.get(option, hset.options.get(option)) for g in (hset, *hset.groups)):
             return f"the quantized {name} step keeps state only with {option} (this set has none to quantize)"
     return ""
-
-
-def not_taken_reason(impl, hset) -> str:
-    """Why the candidate does not take this set, as parity says it ("" if it does): an option its constructor lacks,
-    or one its class fixes by convention at another value (``conventions``)."""
-    if missing := impl.options_not_taken(hset.option_names()):
-        return f"unsupported by candidate: {impl.not_taking(missing)}"
-    clash = next(filter(None, (impl.differs_from_conventions(o) for o in (hset.options, *(g.options
-                                                                                          for g in hset.groups)))), "")
-    return f"unsupported by candidate: {clash}" if clash else ""
 
 
 def _moments_why_not(suite: Suite, q: dict) -> str:

@@ -234,7 +234,7 @@ def run_scenario(session: Session, scenario: Scenario) -> tuple[str, str, str, s
     tol = (cross_tolerance_eps(session.workload.steps) if scenario.save_impl or scenario.devices
            or scenario.counterpart else tolerance_eps(session.workload.steps))
     # a rounding that is random draws anew after the load: the resumed run is another draw, held to tolerance
-    random = rounds_stochastically(impl.spec if impl.is_candidate else None, dtype)
+    random = rounds_stochastically(impl.spec, dtype)
     exact = scenario.exact and not random
     coarse = None if exact else update_eps(case.suite, dtype)
     start = {n: as_array(p) for n, p in session.materialize(dtype, device).items()} if coarse else None

@@ -19,9 +19,8 @@ import torch
 
 from optbench.adapters.stochastic_rounding import rounds_stochastically
 from optbench.cases import Case, Outcome, RunContext
-from optbench.checks.base import handed_over, reference_defaults
+from optbench.checks.base import handed_over, not_taken_reason, reference_defaults
 from optbench.checks.deviations import declared_status
-from optbench.checks.quantized import not_taken_reason
 from optbench.checks.registry import register_check
 from optbench.checks.tape import Tape
 from optbench.metrics import CASE_SKIPPED, STOCHASTIC_BIAS_Z, STOCHASTIC_ELEMENTS, STOCHASTIC_STRAYS
