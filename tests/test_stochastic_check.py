@@ -51,15 +51,17 @@ def test_only_a_candidate_that_declares_a_stochastic_rounding_has_cases(tmp_path
 
 
 def test_the_recorded_draws_are_checked_before_they_are_judged():
-    from optbench.checks.stochastic import _drawn_in, _histogram
+    from optbench.checks.stochastic import HELD, _drawn_in, _histogram
 
     chosen = {"w": np.array([0, 3])}
-    good = {"w": _histogram(np.array([[1.0, 2.0], [1.0, 2.5], [1.5, 2.0]]))}
+    good = {"w": _histogram(np.array([[1.0, 2.0], [1.0, 2.5], [1.5, 2.0]])), HELD: ["bfloat16"]}
     assert _drawn_in(good, chosen, 3)["w"]["counts"].sum() == 6
+    with pytest.raises(ValueError, match="what dtypes the parameters came back as"):
+        _drawn_in({"w": good["w"]}, chosen, 3)
     with pytest.raises(ValueError, match="not 4 draws per element"):
         _drawn_in(good, chosen, 4)  # a worker cannot claim draws it did not take
     with pytest.raises(ValueError, match="where the case chose"):
-        _drawn_in({"v": good["w"]}, chosen, 3)
+        _drawn_in({"v": good["w"], HELD: []}, chosen, 3)
 
 
 def test_counts_of_away_draws_and_strays_from_a_histogram():
@@ -96,3 +98,27 @@ def test_its_round_trip_at_the_rounded_dtype_is_held_to_tolerance_not_bit_for_bi
     same = next(r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
                 if r["metric"] == "roundtrip.same_order" and r["dtype"] == "bfloat16")
     assert same["status"] == "pass" and "its rounding is stochastic at this dtype" in same["detail"], same
+
+
+def test_a_step_that_changes_the_parameters_dtype_fails_though_its_values_are_roundings(tmp_path):
+    """Turning each rounded bfloat16 parameter into float32 keeps the drawn values: the dtype is what fails."""
+    (tmp_path / "changes.py").write_text(
+        "import torch\n"
+        "from optbench.mutants.stochastic_rounding import StochasticRoundingAdamW\n"
+        "class DtypeChanging(StochasticRoundingAdamW):\n"
+        "    @torch.no_grad()\n"
+        "    def step(self, closure=None):\n"
+        "        super().step(closure)\n"
+        "        for g in self.param_groups:\n"
+        "            for p in g['params']:\n"
+        "                if p.grad is not None:\n"
+        "                    p.data = p.data.float()\n")
+    (tmp_path / "spec.yaml").write_text("class: changes.DtypeChanging\ndtypes: [bfloat16]\n"
+                                        "stochastic_rounding: [bfloat16]\n")
+    done = warm_command.run("run", "suite=adamw", "dtype=bfloat16", "checks=[stochastic]", "impl=[candidate]",
+                            "hparams=[default]", "history_dir=null", "jobs=1", "candidate=spec.yaml",
+                            f"out_dir={tmp_path / 'out'}", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    strays = next(r for r in json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+                  if r["metric"] == "stochastic.not_neighbours")
+    assert strays["status"] == "fail" and "into float32" in strays["detail"], strays

@@ -32,6 +32,8 @@ from optbench.results import row
 from optbench.suite.spec import DTYPES, Suite
 from optbench.workloads import reference_gradient
 
+HELD = "(held as)"  # the draws' key for the dtypes the parameters came back as (no parameter's name)
+
 
 def _table(rows):
     sel = rows[(rows["check"] == "stochastic") & rows["metric"].str.startswith("stochastic.")]
@@ -80,6 +82,7 @@ class StochasticRoundingCheck:
         def drawn() -> dict:
             torch.manual_seed(ctx.seed)
             seen: dict[str, list] = {n: [] for n in chosen}
+            held: set[str] = set()  # the dtypes its parameters came back as (a step may not change them)
             for _ in range(draws):
                 params = workload.materialize(DTYPES[case.dtype], ctx.device)
                 stepper = case.hset.build(case.impl, params)
@@ -87,7 +90,8 @@ class StochasticRoundingCheck:
                 stepper.step()
                 for n, at in chosen.items():
                     seen[n].append(as_array(params[n]).ravel()[at])
-            return {n: _histogram(np.stack(values)) for n, values in seen.items()}
+                    held.add(str(params[n].dtype).removeprefix("torch."))
+            return {HELD: sorted(held), **{n: _histogram(np.stack(values)) for n, values in seen.items()}}
         try:
             taken = tape.take("draws", drawn, decode=lambda d: _drawn_in(d, chosen, draws))
         finally:
@@ -103,6 +107,7 @@ class StochasticRoundingCheck:
         params = workload.materialize(DTYPES[case.dtype], ctx.device)
         eps = float(torch.finfo(DTYPES[case.dtype]).eps)
         values, k, strays = [], [], 0
+        changed = [h for h in taken[HELD] if h != case.dtype]  # roundings to the dtype, in a parameter of another
         for n, at in chosen.items():
             start, full = as_array(params[n]), {**hp[n], "dtype_eps": eps}
             state = ref.init(start, full)  # (before its first step: eager or not, the state it starts from)
@@ -119,8 +124,9 @@ class StochasticRoundingCheck:
         rows = [row(case.labels, check=self.name, metric=metric, value=value, detail=detail,
                     status=declared_status("pass" if ok else "fail", dev))
                 for metric, value, ok, detail in (
-                    (STOCHASTIC_STRAYS, verdict.not_neighbours, verdict.not_neighbours == 0,
-                     f"draws neither bfloat16 neighbour of the reference's value: {verdict.detail}"),
+                    (STOCHASTIC_STRAYS, verdict.not_neighbours, verdict.not_neighbours == 0 and not changed,
+                     f"draws neither bfloat16 neighbour of the reference's value: {verdict.detail}"
+                     + (f"; the step turned {case.dtype} parameters into {', '.join(changed)}" if changed else "")),
                     (STOCHASTIC_ELEMENTS, verdict.failing_elements, verdict.failing_elements == 0,
                      "elements whose away-from-zero count is not Binomial(draws, p)"),
                     (STOCHASTIC_BIAS_Z, verdict.bias_z, abs(verdict.bias_z) <= Z_LIMIT,
@@ -154,7 +160,11 @@ def _histogram(drawn: np.ndarray) -> dict:
 
 def _drawn_in(data: dict, chosen: dict, draws: int) -> dict:
     """The recorded draws, checked: per chosen parameter, values and counts for each chosen element, every element's
-    counts summing to the draws."""
+    counts summing to the draws; and the dtypes the parameters came back as."""
+    data = dict(data) if isinstance(data, dict) else {}
+    held = data.pop(HELD, None)
+    if not isinstance(held, list) or not all(isinstance(h, str) for h in held):
+        raise ValueError("the draws do not say what dtypes the parameters came back as")
     if set(data) != set(chosen):
         raise ValueError(f"draws of parameters {sorted(data)[:3]}... where the case chose {sorted(chosen)[:3]}...")
     out = {}
@@ -165,4 +175,5 @@ def _drawn_in(data: dict, chosen: dict, draws: int) -> dict:
         if np.any(counts < 0) or np.any(counts != np.round(counts)) or np.any(counts.sum(axis=1) != draws):
             raise ValueError(f"{n}: counts that are not {draws} draws per element")
         out[n] = {"seen": seen, "counts": counts.astype(np.int64)}
+    out[HELD] = held
     return out
